@@ -31,7 +31,8 @@ CLASSIFIER_DROPOUT = 0.1
 
 
 class MaskedLM(keras.layers.Layer):
-    """Gathers the masked positions, transforms them and scores them against the tied table."""
+    """Transforms the encoder's rows at the masked positions and scores them against the tied
+    table."""
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
@@ -43,22 +44,20 @@ class MaskedLM(keras.layers.Layer):
                                            name="output_bias")
         self.built = True
 
-    def call(self, sequence_output: tf.Tensor, masked_lm_positions: tf.Tensor,
-             embedding_table) -> tf.Tensor:
+    def call(self, masked_rows: tf.Tensor, embedding_table) -> tf.Tensor:
         """Args:
-          sequence_output: [B,S,H] from the encoder.
-          masked_lm_positions: int [B,P] positions to predict.
+          masked_rows: [B,P,H], the encoder's output at the positions to predict (see
+            `BertEncoder`'s `output_positions`).
           embedding_table: the encoder's word-embedding variable [V,H] (tied, not copied).
 
         Returns:
           float32 logits [B,P,V].
         """
-        x = tf.gather(sequence_output, masked_lm_positions, batch_dims=1)  # [B,P,H]
-        x = self.layer_norm(self.transform(x))  # [B,P,H], compute dtype
+        x = self.layer_norm(self.transform(masked_rows))  # [B,P,H], compute dtype
         table = tf.cast(embedding_table, x.dtype)  # [V,H]
         logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), table, transpose_b=True)  # [B*P,V]
         logits = tf.cast(logits, tf.float32) + self.output_bias
-        shape = tf.shape(masked_lm_positions)
+        shape = tf.shape(masked_rows)
         return tf.reshape(logits, [shape[0], shape[1], -1])  # [B,P,V]
 
 

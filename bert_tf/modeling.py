@@ -38,7 +38,9 @@ outputs (`sequence_output`, `pooled_output`, `encoder_outputs`) are in the compu
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from typing import Callable
 
 import keras
@@ -134,8 +136,62 @@ class LayerNorm(keras.layers.Layer):
         return tf.cast(y, self.compute_dtype)
 
 
+class TokenLayout:
+    """Where the real tokens of a [B,S] batch are, so that dense layers skip the padding.
+
+    Every dense layer, LayerNorm and dropout of the encoder works on the T real-token rows of the
+    batch ([T,H], T = Σ input_mask), not on all B·S positions: the outputs at real positions are
+    the same (padding keys get a -10000 bias, whose softmax weight is exactly 0 in float32), and
+    the work shrinks with the padding. Only attention needs the [B,S] grid; `pad` and `unpad` move
+    rows between the two (scatter_nd / gather_nd, each the other's gradient, so no sparse
+    gradients). With `remove_padding=False` (XLA, which needs static shapes) T = B·S and both
+    are reshapes.
+    """
+
+    def __init__(self, input_mask: tf.Tensor, remove_padding: bool):
+        """input_mask: int [B,S], 1 = real token, 0 = padding."""
+        shape = tf.shape(input_mask)
+        self.batch, self.seq_length = shape[0], shape[1]
+        # [B,S] → [B,1,1,S]: one bias row broadcast over heads and query positions.
+        bias = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_BIAS
+        self.mask_bias = bias[:, tf.newaxis, tf.newaxis, :]
+        if remove_padding:
+            # Kept besides the real tokens: the first position (the pooler reads it), and every
+            # position of an all-padding row (the eval padding examples), which then computes
+            # what the original computes for it.
+            empty_row = tf.reduce_max(input_mask, axis=1, keepdims=True) == 0  # [B,1]
+            keep = (input_mask != 0) | empty_row | (tf.range(self.seq_length) == 0)
+            keep = tf.reshape(keep, [-1])  # [B*S]
+            self.token_index = tf.cast(tf.where(keep), tf.int32)  # [T,1] in [0,B*S)
+            # The row of every position among the T kept ones (only read at kept positions).
+            self._row_of_position = tf.cumsum(tf.cast(keep, tf.int32)) - 1  # [B*S]
+        else:
+            self.token_index = None
+
+    def unpad(self, x: tf.Tensor) -> tf.Tensor:
+        """[B*S,C] → the kept rows [T,C]."""
+        return x if self.token_index is None else tf.gather_nd(x, self.token_index)
+
+    def pad(self, rows: tf.Tensor) -> tf.Tensor:
+        """[T,C] → [B*S,C], zeros at the positions not kept."""
+        if self.token_index is None:
+            return rows
+        shape = tf.stack([self.batch * self.seq_length, tf.shape(rows)[1]])
+        return tf.scatter_nd(self.token_index, rows, shape)
+
+    def take(self, flat: tf.Tensor) -> tf.Tensor:
+        """A per-position tensor [B*S, ...] → its values at the kept rows [T, ...]."""
+        return self.unpad(flat)
+
+    def rows_at(self, positions: tf.Tensor) -> tf.Tensor:
+        """int [B,Q] positions (each kept: a real token or the first) → int [B*Q] rows of [T,...]."""
+        offsets = tf.range(self.batch)[:, tf.newaxis] * self.seq_length  # [B,1]
+        flat = tf.reshape(tf.cast(positions, tf.int32) + offsets, [-1])
+        return flat if self.token_index is None else tf.gather(self._row_of_position, flat)
+
+
 class BertEmbeddings(keras.layers.Layer):
-    """word + token type + position embeddings → LayerNorm → dropout.
+    """word + token type + position embeddings → LayerNorm → dropout, for the real tokens.
 
     Tables stay float32 and are gathered before any cast (casting a [V,H] table every step
     would cost more than the lookup); the sum and LayerNorm run in float32.
@@ -156,16 +212,19 @@ class BertEmbeddings(keras.layers.Layer):
         self.max_positions = config.max_position_embeddings
         self.built = True  # every variable exists already; shapes come from the config
 
-    def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, training=False) -> tf.Tensor:
-        """input_ids, segment_ids: int32 [B,S] → [B,S,H] in the compute dtype."""
+    def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
+             training=False) -> tf.Tensor:
+        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens) in the compute dtype."""
         if input_ids.shape[1] is not None and input_ids.shape[1] > self.max_positions:
             raise ValueError(
                 f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
                 f"({self.max_positions}) of the bert config; use a shorter --max_seq_length")
-        seq_length = tf.shape(input_ids)[1]
-        x = tf.gather(tf.convert_to_tensor(self.word_embeddings), input_ids)  # [B,S,H]
-        x += tf.gather(tf.convert_to_tensor(self.token_type_embeddings), segment_ids)  # [B,S,H]
-        x += tf.convert_to_tensor(self.position_embeddings)[tf.newaxis, :seq_length]  # [1,S,H]
+        positions = tf.tile(tf.range(layout.seq_length), [layout.batch])  # [B*S]
+        ids, types, positions = (layout.take(tf.reshape(t, [-1]))
+                                 for t in (input_ids, segment_ids, positions))  # each [T]
+        x = tf.gather(tf.convert_to_tensor(self.word_embeddings), ids)  # [T,H]
+        x += tf.gather(tf.convert_to_tensor(self.token_type_embeddings), types)
+        x += tf.gather(tf.convert_to_tensor(self.position_embeddings), positions)
         return self.dropout(self.layer_norm(x), training=training)
 
 
@@ -191,51 +250,84 @@ class TransformerBlock(keras.layers.Layer):
         self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
         self.built = True
 
-    def _self_attention(self, x: tf.Tensor, mask_bias: tf.Tensor, batch: tf.Tensor,
-                        seq_length: tf.Tensor, training) -> tf.Tensor:
-        """x: [B*S,H]; mask_bias: float32 [B,1,1,S] → context [B*S,H]."""
-        n, d = self.num_heads, self.head_size
+    def _projection(self, x: tf.Tensor, layers: tuple[Dense, ...]) -> tf.Tensor:
+        """x [M,H] @ the layers' kernels side by side + their biases → [M, len(layers)·H]."""
         dtype = self.compute_dtype
-        kernel = tf.concat([tf.cast(l.kernel, dtype) for l in (self.query, self.key, self.value)],
-                           axis=1)  # [H,3H]
-        bias = tf.concat([tf.cast(l.bias, dtype) for l in (self.query, self.key, self.value)], 0)
-        qkv = tf.nn.bias_add(tf.matmul(x, kernel), bias)  # [B*S,3H]
-        qkv = tf.reshape(qkv, [batch, seq_length, 3, n, d])  # [B,S,3,N,D]
-        qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3,B,N,S,D]
-        q, k, v = qkv[0], qkv[1], qkv[2]  # each [B,N,S,D]
-        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,S,S]
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(d)) + mask_bias
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)  # [B,N,S,S]
-        probs = self.attention_dropout(probs, training=training)
-        context = tf.matmul(probs, v)  # [B,N,S,D]
-        context = tf.transpose(context, [0, 2, 1, 3])  # [B,S,N,D]
-        return tf.reshape(context, [batch * seq_length, n * d])  # [B*S,H]
+        kernel = tf.concat([tf.cast(l.kernel, dtype) for l in layers], axis=1)  # [H,kH]
+        bias = tf.concat([tf.cast(l.bias, dtype) for l in layers], axis=0)
+        return tf.nn.bias_add(tf.matmul(x, kernel), bias)
 
-    def call(self, x: tf.Tensor, input_mask: tf.Tensor, training=False) -> tf.Tensor:
-        """x: [B,S,H]; input_mask: int [B,S] (1 = token, 0 = padding) → [B,S,H]."""
-        # The mask arrives as integers (Keras would cast a float bias to the compute dtype);
-        # [B,S] → [B,1,1,S]: one bias row broadcast over heads and query positions.
-        mask_bias = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_BIAS
-        mask_bias = mask_bias[:, tf.newaxis, tf.newaxis, :]
-        shape = tf.shape(x)
-        batch, seq_length, h = shape[0], shape[1], x.shape[-1]
-        x2 = tf.reshape(x, [-1, h])  # [B*S,H]: 2-D matmuls are the fastest path on every device
-        context = self._self_attention(x2, mask_bias, batch, seq_length, training)
+    def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
+        """[B*Q,H] → [B,N,Q,D]."""
+        x = tf.reshape(x, [batch, -1, self.num_heads, self.head_size])  # [B,Q,N,D]
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
+                   training) -> tf.Tensor:
+        """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] → context [B*Q,H]."""
+        batch = layout.batch
+        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|S,D]
+        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,S]
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
+        probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
+        probs = self.attention_dropout(probs, training=training)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B,Q,N,D]
+        return tf.reshape(context, [-1, self.num_heads * self.head_size])  # [B*Q,H]
+
+    def call(self, x: tf.Tensor, layout: TokenLayout, training=False,
+             query_rows: tf.Tensor | None = None) -> tf.Tensor:
+        """x: [T,H], the real-token rows of `layout` → [T,H].
+
+        With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
+        are computed past the keys and values (the original's heads read no others): → [B*Q,H].
+        """
+        if query_rows is None:
+            qkv = layout.pad(self._projection(x, (self.query, self.key, self.value)))  # [B*S,3H]
+            q, k, v = tf.split(qkv, 3, axis=1)
+            residual = x
+            context = layout.unpad(self._attention(q, k, v, layout, training))  # [T,H]
+        else:
+            k, v = tf.split(layout.pad(self._projection(x, (self.key, self.value))), 2, axis=1)
+            residual = tf.gather(x, query_rows)  # [B*Q,H]
+            q = self._projection(residual, (self.query,))
+            context = self._attention(q, k, v, layout, training)  # [B*Q,H]
         attention = self.hidden_dropout(self.attention_output(context), training=training)
-        x2 = self.attention_layer_norm(tf.cast(attention, tf.float32) + tf.cast(x2, tf.float32))
-        hidden = self.output_dense(self.intermediate(x2))  # [B*S,I] → [B*S,H]
-        hidden = self.hidden_dropout(hidden, training=training)
-        x2 = self.output_layer_norm(tf.cast(hidden, tf.float32) + tf.cast(x2, tf.float32))
-        return tf.reshape(x2, shape)  # [B,S,H]
+        x = self.attention_layer_norm(tf.cast(attention, tf.float32)
+                                      + tf.cast(residual, tf.float32))
+        hidden = self.hidden_dropout(self.output_dense(self.intermediate(x)), training=training)
+        return self.output_layer_norm(tf.cast(hidden, tf.float32) + tf.cast(x, tf.float32))
+
+
+_KEEP_PADDING = threading.local()
+
+
+@contextlib.contextmanager
+def keep_padding():
+    """Encoders traced inside this context compute padding positions too (static shapes, for XLA).
+
+    Removing the padding gives each batch its own number of rows, which XLA would recompile for.
+    """
+    previous = getattr(_KEEP_PADDING, "on", False)
+    _KEEP_PADDING.on = True
+    try:
+        yield
+    finally:
+        _KEEP_PADDING.on = previous
 
 
 class BertEncoder(keras.Model):
     """The BERT encoder. Call with a dict of int32 [B,S] tensors:
 
     `input_ids`; `input_mask` (1 = real token, 0 = padding; default all ones); `segment_ids`
-    (default all zeros). Returns a dict: `sequence_output` [B,S,H], `pooled_output` [B,H]
-    (dense + tanh on the first token), `encoder_outputs` (list of L tensors [B,S,H], one per
-    block). See the module docstring for variable names and mixed precision.
+    (default all zeros). Returns a dict: `sequence_output` [B,S,H] (zeros at the padding
+    positions of rows that have real tokens, except the first position, which the original
+    also computes), `pooled_output` [B,H] (dense + tanh on the first token), `encoder_outputs` (list
+    of L tensors [B,S,H], one per block). See the module docstring for variable names and mixed
+    precision.
+
+    `output_positions` (int [B,P], each a real token) asks for the last layer at those positions
+    only (and at [CLS], for the pooler): the outputs are then `selected_output` [B,P,H] and
+    `pooled_output`, and the last layer skips every other position past its keys and values.
     """
 
     def __init__(self, config: BertConfig, dtype=None, name: str = "bert", **kwargs):
@@ -266,19 +358,33 @@ class BertEncoder(keras.Model):
         """The word-embedding variable [V,H] (float32); the masked-LM head ties to it."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs: dict, training=False) -> dict:
+    def call(self, inputs: dict, training=False, output_positions: tf.Tensor | None = None
+             ) -> dict:
         input_ids = tf.convert_to_tensor(inputs["input_ids"])
         input_mask = inputs.get("input_mask")
         input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
         segment_ids = inputs.get("segment_ids")
         segment_ids = tf.zeros_like(input_ids) if segment_ids is None else segment_ids
-        x = self.embeddings(input_ids, segment_ids, training=training)  # [B,S,H]
+        layout = TokenLayout(input_mask, remove_padding=not getattr(_KEEP_PADDING, "on", False))
+        x = self.embeddings(input_ids, segment_ids, layout=layout, training=training)  # [T,H]
+        blocks = self.transformer_layers
+        hidden_size = self.config.hidden_size
+        if output_positions is not None:
+            for block in blocks[:-1]:
+                x = block(x, layout=layout, training=training)
+            positions = tf.concat([tf.zeros_like(output_positions[:, :1]), output_positions], 1)
+            rows = blocks[-1](x, layout=layout, training=training,
+                              query_rows=layout.rows_at(positions))
+            rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]
+            return {"selected_output": rows[:, 1:], "pooled_output": self.pooler(rows[:, 0])}
         encoder_outputs = []
-        for block in self.transformer_layers:
-            x = block(x, input_mask, training=training)
-            encoder_outputs.append(x)
-        pooled = self.pooler(x[:, 0])  # [B,H]
-        return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+        for block in blocks:
+            x = block(x, layout=layout, training=training)
+            encoder_outputs.append(
+                tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
+        first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
+        return {"sequence_output": encoder_outputs[-1], "pooled_output": self.pooler(first_tokens),
+                "encoder_outputs": encoder_outputs}
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
         """A zero batch of the input dict, for building or tracing."""

@@ -41,10 +41,11 @@ class PretrainingModel(_EncoderModel):
 
     def call(self, features: dict, training=False) -> dict:
         """→ `masked_lm_logits` [B,P,V], `next_sentence_logits` [B,2] (float32)."""
-        outputs = self.encoder(features, training=training)
+        # The last layer runs only where the heads read: [CLS] and the masked positions.
+        outputs = self.encoder(features, training=training,
+                               output_positions=features["masked_lm_positions"])
         return {
-            "masked_lm_logits": self.masked_lm(outputs["sequence_output"],
-                                               features["masked_lm_positions"],
+            "masked_lm_logits": self.masked_lm(outputs["selected_output"],
                                                embedding_table=self.encoder.embedding_table),
             "next_sentence_logits": self.next_sentence(outputs["pooled_output"]),
         }
@@ -67,7 +68,10 @@ class ClassifierModel(_EncoderModel):
 
     def call(self, features: dict, training=False) -> dict:
         """→ `logits` [B,num_labels] (float32)."""
-        pooled = self.encoder(features, training=training)["pooled_output"]
+        # The head reads [CLS] only: the last layer computes no other position past its keys.
+        no_positions = tf.zeros([tf.shape(features["input_ids"])[0], 0], tf.int32)  # [B,0]
+        pooled = self.encoder(features, training=training,
+                              output_positions=no_positions)["pooled_output"]
         return {"logits": self.classifier(pooled, training=training)}
 
 

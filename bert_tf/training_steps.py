@@ -24,6 +24,8 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
+from bert_tf import modeling
+
 SUM = tf.distribute.ReduceOp.SUM
 # Figures reported at their last step's value rather than summed over a loop's steps.
 LAST_VALUE_FIGURES = ("learning_rate",)
@@ -85,6 +87,18 @@ def _split(features: Mapping[str, tf.Tensor], parts: int) -> dict[str, tf.Tensor
     return {name: split(tensor) for name, tensor in features.items()}
 
 
+def _forward(task, model, features, training: bool, static_shapes: bool):
+    """task.forward; with `static_shapes` (XLA, TPU) the encoder keeps the padding positions."""
+    if not static_shapes:
+        return task.forward(model, features, training=training)
+    with modeling.keep_padding():
+        return task.forward(model, features, training=training)
+
+
+def _needs_static_shapes(jit_compile: bool = False) -> bool:
+    return jit_compile or isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
+
+
 def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_scale: bool,
                     jit_compile: bool) -> Callable[[Mapping[str, tf.Tensor]], dict]:
     """Returns `step(features) -> figures`, run on each replica by `strategy.run`.
@@ -99,10 +113,11 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
             optimizer update as well: several replicas need a merge step XLA cannot hold).
     """
     variables = model.trainable_variables
+    static_shapes = _needs_static_shapes(jit_compile)
 
     def gradients(features, normalizers):
         with tf.GradientTape() as tape:
-            outputs = task.forward(model, features, training=True)
+            outputs = _forward(task, model, features, True, static_shapes)
             losses = task.losses(features, outputs)
             loss = _loss(task, losses, normalizers)
             if loss_scale:
@@ -166,9 +181,11 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
 
 def make_eval_step(task, model) -> Callable[[Mapping[str, tf.Tensor]], dict]:
     """Returns `step(features) -> figures` (no update); run on each replica by `strategy.run`."""
+    static_shapes = _needs_static_shapes()
+
     def step(features):
         normalizers = _global_normalizers(task, features)
-        outputs = task.forward(model, features, training=False)
+        outputs = _forward(task, model, features, False, static_shapes)
         return _figures(task, task.losses(features, outputs), normalizers,
                         task.metrics(features, outputs))
     return step
@@ -176,8 +193,10 @@ def make_eval_step(task, model) -> Callable[[Mapping[str, tf.Tensor]], dict]:
 
 def make_predict_step(task, model) -> Callable[[Mapping[str, tf.Tensor]], dict]:
     """Returns `step(features) -> task.predictions(...)` for one replica's batch."""
+    static_shapes = _needs_static_shapes()
+
     def step(features):
-        outputs = task.forward(model, features, training=False)
+        outputs = _forward(task, model, features, False, static_shapes)
         return task.predictions(features, outputs)
     return step
 

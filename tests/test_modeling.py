@@ -111,8 +111,17 @@ def test_forward_equals_numpy_reference_with_padding(tiny_config):
     features = _features(tiny_config, lengths=[13, 1, 5, 12, 2, 13, 7])
     out = encoder(features)
     want_seq, want_pooled = _np_encoder(encoder, features)
-    np.testing.assert_allclose(out["sequence_output"].numpy(), want_seq, atol=2e-5)
+    real = features["input_mask"].numpy().astype(bool)
+    real[:, 0] = True  # the first position is always computed (the pooler reads it)
+    np.testing.assert_allclose(out["sequence_output"].numpy()[real], want_seq[real], atol=2e-5)
     np.testing.assert_allclose(out["pooled_output"].numpy(), want_pooled, atol=2e-5)
+    # Padding positions are not computed at all: their outputs are zeros...
+    assert not out["sequence_output"].numpy()[~real].any()
+    # ...unless the padding is kept (static shapes, for XLA), when every position is the original's.
+    with modeling.keep_padding():
+        kept = encoder(features)
+    np.testing.assert_allclose(kept["sequence_output"].numpy(), want_seq, atol=2e-5)
+    np.testing.assert_allclose(kept["pooled_output"].numpy(), want_pooled, atol=2e-5)
 
 
 def test_fully_padded_row_attends_like_the_original(tiny_config):
@@ -143,14 +152,18 @@ def test_padding_tokens_do_not_change_real_outputs(tiny_config):
     changed = dict(features)
     changed["input_ids"] = tf.where(mask == 1, features["input_ids"], 42)
     changed["segment_ids"] = tf.where(mask == 1, features["segment_ids"], 1)
-    a, b = encoder(features), encoder(changed)
     real = mask.astype(bool)
-    np.testing.assert_allclose(a["sequence_output"].numpy()[real],
-                               b["sequence_output"].numpy()[real], atol=1e-6)
-    np.testing.assert_allclose(a["pooled_output"].numpy(), b["pooled_output"].numpy(), atol=1e-6)
-    # ...while the padded positions' own outputs did change (the test is not vacuous).
+    # With the padding kept in the computation (XLA's static shapes) the padded positions see the
+    # changed ids, so the test is not vacuous; without it they are never computed.
+    with modeling.keep_padding():
+        a, b = encoder(features), encoder(changed)
     padded_change = a["sequence_output"].numpy()[~real] - b["sequence_output"].numpy()[~real]
     assert np.abs(padded_change).max() > 1e-3
+    for a, b in ((a, b), (encoder(features), encoder(changed))):
+        np.testing.assert_allclose(a["sequence_output"].numpy()[real],
+                                   b["sequence_output"].numpy()[real], atol=1e-6)
+        np.testing.assert_allclose(a["pooled_output"].numpy(), b["pooled_output"].numpy(),
+                                   atol=1e-6)
 
 
 def test_default_mask_and_segments(tiny_config):
@@ -245,3 +258,18 @@ def test_checkpoint_round_trip(tiny_config, tmp_path):
     features = _features(tiny_config)
     np.testing.assert_array_equal(target(features)["sequence_output"].numpy(),
                                   source(features)["sequence_output"].numpy())
+
+
+def test_output_positions_compute_the_last_layer_only_where_asked(tiny_config):
+    encoder = BertEncoder(tiny_config)
+    _randomise(encoder)
+    features = _features(tiny_config, lengths=[13, 3, 5, 12, 2, 9, 7])
+    positions = tf.constant([[1, 12, 0], [2, 1, 0], [4, 3, 1], [11, 5, 0], [1, 0, 0],
+                             [8, 2, 6], [6, 5, 4]], tf.int32)  # [B,3], 0 = a padding slot
+    full = encoder(features)
+    selected = encoder(features, output_positions=positions)
+    assert set(selected) == {"selected_output", "pooled_output"}
+    want = tf.gather(full["sequence_output"], positions, batch_dims=1)  # [B,3,H]
+    np.testing.assert_allclose(selected["selected_output"].numpy(), want.numpy(), atol=1e-5)
+    np.testing.assert_allclose(selected["pooled_output"].numpy(), full["pooled_output"].numpy(),
+                               atol=1e-5)
