@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bert_tf.data import features
+
 
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
@@ -38,6 +40,7 @@ class InstanceOptions:
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
     sentence_order: bool = False  # ALBERT's sentence-order prediction instead of next-sentence
+    ngram: int = 1  # ALBERT's n-gram masking: spans of 1..ngram words, P(n) proportional to 1/n
 
     def validate(self) -> None:
         if self.max_seq_length < 5:
@@ -52,6 +55,8 @@ class InstanceOptions:
                 f"about max_seq_length * masked_lm_prob, e.g. 20 for 128)")
         if not 0.0 < self.masked_lm_prob <= 1.0:
             raise ValueError(f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+        if self.ngram < 1:
+            raise ValueError(f"--ngram must be at least 1 (1 = single words/tokens), got {self.ngram}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
@@ -266,6 +271,28 @@ def assemble_features(buffer: DocumentBuffer, instances: np.ndarray, max_seq_len
     }
 
 
+def unmasked_features(assembled: dict[str, np.ndarray], options: InstanceOptions,
+                      special: SpecialIds) -> dict[str, np.ndarray]:
+    """The values of an unmasked record (`features.unmasked_pretraining_schema`) for a batch.
+
+    Args:
+      assembled: `assemble_features`'s output for I instances.
+    """
+    input_ids, input_mask = assembled["input_ids"], assembled["input_mask"]
+    special_token = (input_ids == special.cls) | (input_ids == special.sep)
+    kinds = np.where(assembled["word_starts"], features.TOKEN_WORD_START, features.TOKEN_WORD_CONTINUATION)
+    kinds = np.where(special_token, features.TOKEN_SPECIAL, kinds)
+    kinds = np.where(input_mask == 1, kinds, features.TOKEN_PADDING)
+    column = np.ones((len(input_ids), 1), np.int64)
+    return {
+        "input_ids": input_ids, "segment_ids": assembled["segment_ids"], "token_kinds": kinds,
+        "next_sentence_labels": assembled["next_sentence_labels"],
+        "mask_token_id": column * special.mask, "vocab_size": column * special.vocab_size,
+        "do_whole_word_mask": column * int(options.do_whole_word_mask), "ngram": column * options.ngram,
+        "masked_lm_prob": np.full((len(input_ids), 1), options.masked_lm_prob, np.float32),
+    }
+
+
 def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, word_starts: np.ndarray,
                                  options: InstanceOptions, special: SpecialIds,
                                  rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -274,7 +301,7 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
     Args:
       input_ids: int32 [I, S] `[CLS] A [SEP] B [SEP]` + padding; input_mask: int32 [I, S].
       word_starts: bool [I, S] from `assemble_features` (used with whole-word masking).
-      options: `max_predictions_per_seq`, `masked_lm_prob`, `do_whole_word_mask`.
+      options: `max_predictions_per_seq`, `masked_lm_prob`, `do_whole_word_mask`, `ngram`.
       special: [CLS]/[SEP]/[MASK] ids and the vocabulary size for random replacements.
       rng: numpy generator.
 
@@ -290,7 +317,10 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
     candidates = (input_mask == 1) & (input_ids != special.cls) & (input_ids != special.sep)
     budget = np.minimum(options.max_predictions_per_seq,
                         np.maximum(1, np.round(lengths * options.masked_lm_prob).astype(np.int64)))
-    if options.do_whole_word_mask:
+    if options.ngram > 1:
+        units = candidates & word_starts if options.do_whole_word_mask else candidates
+        chosen = _choose_ngrams(candidates, units, input_ids == special.sep, budget, options.ngram, rng)
+    elif options.do_whole_word_mask:
         chosen = _choose_whole_words(candidates, word_starts & candidates, budget, rng)
     else:
         # a uniformly random subset of `budget` candidates: those with the smallest random keys
@@ -358,3 +388,76 @@ def _choose_whole_words(candidates: np.ndarray, group_starts: np.ndarray, budget
         taken[row, g] = take
         used += np.where(take, size, 0)
     return candidates & taken[np.arange(num)[:, None], flat_group]
+
+
+def ngram_probabilities(ngram: int) -> np.ndarray:
+    """ALBERT's n-gram length distribution: P(n) = (1/n) / sum_k 1/k for n = 1..ngram."""
+    weights = 1.0 / np.arange(1, ngram + 1)
+    return weights / weights.sum()
+
+
+def _choose_ngrams(candidates: np.ndarray, unit_starts: np.ndarray, separators: np.ndarray,
+                   budget: np.ndarray, ngram: int, rng: np.random.Generator) -> np.ndarray:
+    """ALBERT's n-gram masking over units (words with whole-word masking, else tokens).
+
+    Visits each row's units in random order; at unit u draws n with P(n) ∝ 1/n among the lengths
+    that stay inside u's segment, shortens the span u..u+n-1 until it fits the remaining budget
+    (skipping u if not even one unit fits) and takes it unless it overlaps a span already taken.
+    Rows run in lockstep, one visit rank per step.
+
+    Args:
+      candidates: bool [I, S] maskable tokens; unit_starts: bool [I, S] the first token of each unit.
+      separators: bool [I, S] the [SEP] tokens (a span never crosses one).
+      budget: int [I] tokens to mask per row.
+
+    Returns:
+      bool [I, S], the chosen tokens.
+    """
+    num, _ = candidates.shape
+    row = np.arange(num)
+    unit = np.cumsum(unit_starts, axis=1) - 1
+    num_units = int(unit_starts.sum(axis=1).max()) if num else 0
+    flat_unit = np.where(candidates, unit, num_units)
+    cells = (row[:, None] * (num_units + 1) + flat_unit).ravel()
+    sizes = np.bincount(cells, minlength=num * (num_units + 1)).reshape(num, num_units + 1)
+    sizes[:, num_units] = 0  # the dummy unit of non-candidates
+    # token count of units [0, u): a span u..u+n-1 holds first_token[u + n] - first_token[u]
+    first_token = np.concatenate([np.zeros((num, 1), np.int64), np.cumsum(sizes, axis=1)], axis=1)
+    # units left in a unit's segment (itself included): a segment ends at a [SEP]
+    segment = np.cumsum(separators, axis=1)
+    unit_segment = np.full((num, num_units + 1), -1)
+    unit_segment[np.broadcast_to(row[:, None], unit.shape)[unit_starts], unit[unit_starts]] = segment[unit_starts]
+    units_in_row = unit_starts.sum(axis=1)
+    in_first_segment = (unit_segment == unit_segment[:, :1]).sum(axis=1)
+    index = np.arange(num_units + 1)[None, :]
+    left = np.where(unit_segment == unit_segment[:, :1], in_first_segment[:, None], units_in_row[:, None]) - index
+    cumulative = np.cumsum(ngram_probabilities(ngram))
+    order = np.argsort(_random_keys(sizes[:, :num_units] > 0, rng), axis=1)
+    draws = rng.random((num, num_units))
+    covered = np.zeros((num, num_units + ngram + 1), bool)
+    used = np.zeros(num, np.int64)
+    for step in range(num_units):
+        u = order[:, step]
+        longest = np.clip(left[row, u], 0, ngram)
+        # n from P(n) ∝ 1/n restricted to 1..longest
+        n = 1 + (draws[:, step, None] * cumulative[np.maximum(longest, 1) - 1][:, None]
+                 >= cumulative[None, :]).sum(axis=1)
+        n = np.minimum(n, np.maximum(longest, 1))
+        for _ in range(ngram - 1):  # shorten until the span fits
+            too_long = (n > 1) & (used + _span_tokens(first_token, u, n) > budget)
+            n = np.where(too_long, n - 1, n)
+        span = _span_tokens(first_token, u, n)
+        overlaps = np.zeros(num, bool)
+        for k in range(ngram):
+            overlaps |= (k < n) & covered[row, u + k]
+        take = (longest > 0) & (used + span <= budget) & ~overlaps
+        for k in range(ngram):
+            covered[row, u + k] |= take & (k < n)
+        used += np.where(take, span, 0)
+    return candidates & covered[row[:, None], flat_unit]
+
+
+def _span_tokens(first_token: np.ndarray, u: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Tokens in units u..u+n-1 of each row (first_token: int [I, U + 2] prefix sums)."""
+    row = np.arange(len(u))
+    return first_token[row, np.minimum(u + n, first_token.shape[1] - 1)] - first_token[row, u]
