@@ -1,7 +1,8 @@
 """Traditional <-> simplified Chinese conversion with OpenCC (`--chinese_conversion`).
 
 `t2s` is CLUE's normalisation for Chinese BERT: traditional characters become simplified ones
-(phrase-aware, e.g. 著 stays 著 in 著作 but becomes 着 in 看著). `s2t` is the reverse.
+(頭髮 -> 头发, 乾燥 -> 干燥). `s2t` is the reverse and phrase-aware, where one simplified character
+stands for several traditional ones (头发 -> 頭髮 but 发展 -> 發展; 干燥 -> 乾燥).
 """
 
 from __future__ import annotations
