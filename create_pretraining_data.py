@@ -14,6 +14,7 @@ Input: text files, one sentence per line, a blank line between documents. Exampl
 
 from absl import app, flags
 
+from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data.pretraining import InstanceOptions
 from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 
@@ -41,8 +42,7 @@ flags.DEFINE_bool("sentence_order", False, "Sentence-order prediction (ALBERT): 
                   "B always from the same document.")
 flags.DEFINE_integer("ngram", 1, "ALBERT's n-gram masking: mask spans of 1..N words (whole-word "
                      "masking) or tokens, P(n) proportional to 1/n; 1 = the original's masking.")
-flags.DEFINE_enum("chinese_conversion", "none", ["none", "t2s", "s2t"], "Convert Chinese script before "
-                  "tokenizing: t2s = traditional to simplified (OpenCC; needs the 'chinese' extra).")
+define_chinese_conversion_flag()
 flags.DEFINE_enum("chinese_segmenter", None, ["jieba"], "Segment raw Chinese text into words for "
                   "whole-word masking, as --pre_segmented does on segmented text (needs the 'chinese' extra).")
 flags.DEFINE_bool("dynamic_masking", False, "Write unmasked instances (a smaller, different record "

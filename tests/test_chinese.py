@@ -123,3 +123,75 @@ def test_t2s_conversion_in_pretraining_data(tmp_path):
     create_pretraining_data(_config(traditional, tmp_path / "t.tfrecord", chinese_conversion="t2s"))
     create_pretraining_data(_config(simplified, tmp_path / "s.tfrecord"))
     assert (tmp_path / "t.tfrecord").read_bytes() == (tmp_path / "s.tfrecord").read_bytes()
+
+
+# ------------------------------------------------------------------ fine-tuning and build_vocab
+TRADITIONAL = "我們在臺灣學習電腦軟體，頭髮很乾燥。"
+SIMPLIFIED = "我们在台湾学习电脑软体，头发很干燥。"
+
+
+def _tokenizer(conversion="none"):
+    from bert_tf.finetuning import FinetuningOptions
+
+    return FinetuningOptions(bert_config_file="unused", vocab_file=VOCAB,
+                             chinese_conversion=conversion).create_tokenizer()
+
+
+def test_fine_tuning_tokenizer_converts_what_the_model_reads():
+    converting, plain = _tokenizer("t2s"), _tokenizer()
+    assert converting.tokenize(TRADITIONAL) == plain.tokenize(SIMPLIFIED) != plain.tokenize(TRADITIONAL)
+    assert converting.vocab == plain.vocab
+    assert converting.convert_tokens_to_ids(["[CLS]"]) == plain.convert_tokens_to_ids(["[CLS]"])
+    assert _tokenizer().__class__.__name__ == "FullTokenizer"  # "none" adds no wrapper
+
+
+def test_classifier_features_and_cache_key_follow_the_conversion(tmp_path):
+    from bert_tf.data import classification, classifier_features
+
+    (tmp_path / "train.tsv").write_text(f"sentence\tlabel\n{TRADITIONAL}\t1\n{SIMPLIFIED}\t0\n", encoding="utf-8")
+    task = classification.custom_task({"text_a": "sentence", "label": "label", "labels": ["0", "1"]})
+    examples = classification.read_examples(task, str(tmp_path), "train")
+    converted = classifier_features.convert_examples(examples, task, 32, _tokenizer("t2s"))
+    keys = {c: classifier_features.fingerprint(task, "train", str(tmp_path), 32, [VOCAB], True, c)
+            for c in ("none", "t2s")}
+    assert keys["none"] != keys["t2s"]
+    assert keys["none"] == classifier_features.fingerprint(task, "train", str(tmp_path), 32, [VOCAB], True)
+    np.testing.assert_array_equal(converted["input_ids"][0], converted["input_ids"][1])
+
+
+def test_squad_prediction_maps_back_to_the_traditional_context():
+    from bert_tf.data.squad_postprocess import final_text
+
+    convert = _tokenizer("t2s").convert_text
+    # the model read simplified text; the answer comes out in the context's own script
+    assert final_text("台 湾", TRADITIONAL, True, convert=convert) == "臺灣"  # detokenized CJK is spaced
+    assert final_text("台 湾", TRADITIONAL, True) == TRADITIONAL  # unaligned without the converter
+
+
+def test_squad_conversion_that_changes_a_length_is_refused(tmp_path, monkeypatch):
+    import json
+
+    from bert_tf.data import squad
+
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps({"data": [{"paragraphs": [{"context": TRADITIONAL, "qas": [
+        {"id": "q7", "question": "他們在哪裡？", "answers": [{"text": "臺灣", "answer_start": 3}]}]}]}]}),
+        encoding="utf-8")
+    squad.check_conversion_keeps_offsets(str(path), conversion.make_length_preserving_converter("t2s"))
+    monkeypatch.setattr(conversion, "make_converter", lambda name: lambda text: text.replace("臺灣", "台"))
+    with pytest.raises(ValueError, match=r"dev.json: article 0 paragraph 0, question q7 \(context\): "
+                                         r"--chinese_conversion=t2s changes the text's length"):
+        squad.check_conversion_keeps_offsets(str(path), conversion.make_length_preserving_converter("t2s"))
+
+
+def test_build_vocab_converts_before_counting(tmp_path):
+    from bert_tf.vocab_builder import VocabBuildConfig, build_vocab
+
+    (tmp_path / "t.txt").write_text((TRADITIONAL + "\n") * 5, encoding="utf-8")
+    (tmp_path / "s.txt").write_text((SIMPLIFIED + "\n") * 5, encoding="utf-8")
+    common = dict(vocab_size=120, num_unused=2, min_frequency=2)
+    build_vocab(VocabBuildConfig(str(tmp_path / "t.txt"), str(tmp_path / "t_vocab.txt"),
+                                 chinese_conversion="t2s", **common))
+    build_vocab(VocabBuildConfig(str(tmp_path / "s.txt"), str(tmp_path / "s_vocab.txt"), **common))
+    vocab = (tmp_path / "t_vocab.txt").read_text(encoding="utf-8")
+    assert vocab == (tmp_path / "s_vocab.txt").read_text(encoding="utf-8") and "台" in vocab and "臺" not in vocab

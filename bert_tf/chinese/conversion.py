@@ -14,6 +14,16 @@ from bert_tf.chinese.extra import import_extra
 CONVERSIONS = ("none", "t2s", "s2t")
 
 
+def define_chinese_conversion_flag(flag_values=None) -> None:
+    """--chinese_conversion, for every script that reads text (absl is imported only here)."""
+    from absl import flags
+
+    flags.DEFINE_enum("chinese_conversion", "none", list(CONVERSIONS), "Convert Chinese script before "
+                      "tokenizing: t2s = traditional to simplified, s2t the reverse (OpenCC; needs the "
+                      "'chinese' extra). Fine-tuning outputs keep the input's script.",
+                      flag_values=flag_values or flags.FLAGS)
+
+
 def check_conversion(name: str) -> None:
     """Raises a one-line error unless `name` is a known `--chinese_conversion` value."""
     if name not in CONVERSIONS:
@@ -53,3 +63,33 @@ def make_length_preserving_converter(name: str) -> Callable[[str, str], str] | N
         return converted
 
     return convert_checked
+
+
+class ConvertingTokenizer:
+    """A fine-tuning tokenizer that converts the script of every text before tokenizing it.
+
+    The examples keep their original text, so predictions (SQuAD answers, tagged files) come out
+    in the script of the input; only what the model reads is converted. Every other attribute is
+    the wrapped tokenizer's.
+
+    Args:
+      tokenizer: a `FullTokenizer` or `SentencePieceTokenizer`.
+      conversion: a `--chinese_conversion` value other than "none".
+    """
+
+    def __init__(self, tokenizer, conversion: str):
+        self.tokenizer = tokenizer
+        self.conversion = conversion
+        self.convert_text = make_converter(conversion)
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.tokenizer.tokenize(self.convert_text(text))
+
+    def __getattr__(self, name: str):
+        return getattr(self.tokenizer, name)
+
+
+def with_conversion(tokenizer, conversion: str):
+    """`tokenizer` itself for "none", else a `ConvertingTokenizer` around it."""
+    check_conversion(conversion)
+    return tokenizer if conversion == "none" else ConvertingTokenizer(tokenizer, conversion)
