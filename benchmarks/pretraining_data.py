@@ -129,6 +129,8 @@ def main() -> None:
         print(json.dumps(chinese_throughput(args.work_dir, args.chinese_mb, vocab, args.num_workers)), flush=True)
     if not args.skip_dynamic_disk:
         print(json.dumps(dynamic_masking_disk(vocab, args.num_workers)), flush=True)
+        for options in ([], ["--do_whole_word_mask", "--ngram=3"]):
+            print(json.dumps(dynamic_masking_throughput(vocab, options)), flush=True)
 
 
 def make_chinese_corpus(work_dir: str, size_mb: float) -> str:
@@ -160,6 +162,37 @@ def chinese_throughput(work_dir: str, size_mb: float, vocab: str, num_workers: i
             "characters_mb_per_s": chars["mb_per_s"],
             "jieba_vs_characters": round(jieba["mb_per_s"] / chars["mb_per_s"], 2),
             "ratio_vs_original": jieba["ratio_vs_original"]}
+
+
+def dynamic_masking_throughput(vocab: str, flags: list[str], batch_size: int = 32, batches: int = 200) -> dict:
+    """Sequences per second the training input pipeline delivers from --dynamic_masking records
+    (masks drawn in tf.data) against static records of the same corpus (masks read from disk)."""
+    import tensorflow as tf
+
+    from bert_tf.data import dynamic_masking, features
+
+    corpus = os.path.join(ROOT, "demo", "data", "corpus.txt")
+    schema = features.pretraining_schema(128, 20)
+    rates = {}
+    with tempfile.TemporaryDirectory() as out_dir:
+        for name, extra in (("static", ["--dupe_factor=1"]), ("dynamic", ["--dynamic_masking", "--dupe_factor=1"])):
+            path = os.path.join(out_dir, f"{name}.tfrecord")
+            subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), f"--input_file={corpus}",
+                            f"--output_file={path}", f"--vocab_file={vocab}", "--progress=false", *extra, *flags],
+                           check=True, capture_output=True)
+            dataset = dynamic_masking.pretraining_dataset(path, schema, batch_size, is_training=True,
+                                                          input_context=None, seed=1, drop_remainder=True)
+            iterator = iter(dataset)
+            for _ in range(10):  # tracing and the shuffle buffer's first fill
+                next(iterator)
+            started = time.perf_counter()
+            for _ in range(batches):
+                tf.nest.map_structure(lambda t: t.numpy(), next(iterator))
+            rates[name] = batches * batch_size / (time.perf_counter() - started)
+    return {"benchmark": "dynamic_masking_input", "masking_flags": " ".join(flags) or "(tokens)",
+            "batch_size": batch_size, "static_sequences_per_s": round(rates["static"]),
+            "dynamic_sequences_per_s": round(rates["dynamic"]),
+            "dynamic_over_static": round(rates["dynamic"] / rates["static"], 2)}
 
 
 def dynamic_masking_disk(vocab: str, num_workers: int) -> dict:

@@ -188,8 +188,9 @@ def _choose_spans(candidates: tf.Tensor, unit_starts: tf.Tensor, separators: tf.
         covered |= tf.reduce_any(hits & (in_span & take[:, None])[..., None], axis=1)
         return step + 1, covered, used + tf.where(take, span, 0)
 
+    # a row whose budget is full takes nothing more, so the loop ends when every row is full
     _, covered, _ = tf.while_loop(
-        lambda step, covered, used: step < tf.reduce_max(units_in_row), visit,
+        lambda step, covered, used: (step < tf.reduce_max(units_in_row)) & tf.reduce_any(used < budget), visit,
         (tf.constant(0), tf.zeros([batch, width], tf.bool), tf.zeros([batch], tf.int32)))
     return candidates & tf.gather(covered, flat_unit, batch_dims=1)
 
