@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import dynamic_masking, features
-from bert_tf.data.pretraining import InstanceOptions, SpecialIds, create_masked_lm_predictions, ngram_probabilities
+from bert_tf.data.ngram_masking import ngram_probabilities
+from bert_tf.data.pretraining import InstanceOptions, SpecialIds, create_masked_lm_predictions
 
 SPECIAL = SpecialIds(cls=1, sep=2, mask=3, vocab_size=100)
 ROWS, SEQ, NGRAM = 400, 256, 3

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import datasets, features, tfrecord
+from bert_tf.data import datasets, features, ngram_masking, tfrecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +136,7 @@ def _choose_tokens(candidates: tf.Tensor, budget: tf.Tensor, seed: tf.Tensor) ->
 
 def _choose_spans(candidates: tf.Tensor, unit_starts: tf.Tensor, separators: tf.Tensor, budget: tf.Tensor,
                   ngram: int, seed: tf.Tensor) -> tf.Tensor:
-    """Whole words / n-grams: the algorithm of `pretraining._choose_ngrams`, in TF ops.
+    """Whole words / n-grams: the algorithm of `ngram_masking.choose_ngrams`, in TF ops.
 
     Units (words, or tokens) are visited in random order; each draws n with P(n) ∝ 1/n among the
     lengths inside its segment, shortens the span to the remaining budget and takes it unless it
@@ -162,7 +162,7 @@ def _choose_spans(candidates: tf.Tensor, unit_starts: tf.Tensor, separators: tf.
     keys = tf.where(sizes[:, :seq] > 0, tf.random.stateless_uniform([batch, seq], order_seed), 2.0)
     order = tf.argsort(keys, axis=1, stable=True)
     draws = tf.random.stateless_uniform([batch, seq], draw_seed)
-    cumulative = tf.constant(np.cumsum(1.0 / np.arange(1, ngram + 1)), tf.float32)
+    cumulative = tf.constant(np.cumsum(ngram_masking.ngram_probabilities(ngram)), tf.float32)
     span_offsets = tf.range(ngram)[None, :]
     width = seq + ngram + 1
 
