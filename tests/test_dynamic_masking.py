@@ -5,7 +5,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from bert_tf.data import dynamic_masking, features, tfrecord
 from bert_tf.data.pretraining import InstanceOptions
