@@ -12,6 +12,7 @@ See docs/tokenization.md.
 
 from absl import app, flags
 
+from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.vocab_builder import VocabBuildConfig, build_vocab, summary_lines
 
 FLAGS = flags.FLAGS
@@ -25,6 +26,7 @@ flags.DEFINE_integer("num_unused", 99, "[unusedN] placeholders after [PAD] (99 g
 flags.DEFINE_integer("min_frequency", 2, "A pair of pieces is merged only if it occurs this often.")
 flags.DEFINE_string("spm_model_prefix", None, "Also train a SentencePiece model of the same size: "
                     "writes <prefix>.model and <prefix>.vocab (use with --spm_model_file).")
+define_chinese_conversion_flag()
 
 
 def main(argv):
@@ -32,7 +34,8 @@ def main(argv):
     config = VocabBuildConfig(
         input_file=FLAGS.input_file, output_file=FLAGS.output_file, vocab_size=FLAGS.vocab_size,
         do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
-        min_frequency=FLAGS.min_frequency, spm_model_prefix=FLAGS.spm_model_prefix)
+        min_frequency=FLAGS.min_frequency, spm_model_prefix=FLAGS.spm_model_prefix,
+        chinese_conversion=FLAGS.chinese_conversion)
     print("\n".join(summary_lines(build_vocab(config))))
 
 

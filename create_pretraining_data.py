@@ -14,6 +14,7 @@ Input: text files, one sentence per line, a blank line between documents. Exampl
 
 from absl import app, flags
 
+from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data.pretraining import InstanceOptions
 from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 
@@ -39,6 +40,13 @@ flags.DEFINE_bool("pre_segmented", False, "Input words are separated by spaces (
                   "whole-word masking masks every token of a word together.")
 flags.DEFINE_bool("sentence_order", False, "Sentence-order prediction (ALBERT): label 1 = A and B swapped, "
                   "B always from the same document.")
+flags.DEFINE_integer("ngram", 1, "ALBERT's n-gram masking: mask spans of 1..N words (whole-word "
+                     "masking) or tokens, P(n) proportional to 1/n; 1 = the original's masking.")
+define_chinese_conversion_flag()
+flags.DEFINE_enum("chinese_segmenter", None, ["jieba"], "Segment raw Chinese text into words for "
+                  "whole-word masking, as --pre_segmented does on segmented text (needs the 'chinese' extra).")
+flags.DEFINE_bool("dynamic_masking", False, "Write unmasked instances (a smaller, different record "
+                  "format); run_pretraining.py draws new masks each time it reads them. Use --dupe_factor=1.")
 flags.DEFINE_bool("progress", True, "Print progress to stderr.")
 
 
@@ -50,10 +58,12 @@ def main(argv):
         instance=InstanceOptions(
             max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
             masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-            do_whole_word_mask=FLAGS.do_whole_word_mask, sentence_order=FLAGS.sentence_order),
+            do_whole_word_mask=FLAGS.do_whole_word_mask, sentence_order=FLAGS.sentence_order,
+            ngram=FLAGS.ngram),
         random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, num_workers=FLAGS.num_workers,
         document_buffer_size=FLAGS.document_buffer_size, pre_segmented=FLAGS.pre_segmented,
-        progress=FLAGS.progress)
+        progress=FLAGS.progress, chinese_conversion=FLAGS.chinese_conversion,
+        chinese_segmenter=FLAGS.chinese_segmenter, dynamic_masking=FLAGS.dynamic_masking)
     summary = create_pretraining_data(config)
     print("\n".join(summary.lines()))
 

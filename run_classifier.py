@@ -17,6 +17,7 @@ Your own files: --task_name=custom with --task_spec=spec.json, or --text_a_colum
 from absl import app, flags
 
 from bert_tf import classifier_task, training_flags
+from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data import classification
 
 FLAGS = flags.FLAGS
@@ -36,6 +37,7 @@ flags.DEFINE_list("label_list", None, "--task_name=custom: labels in output orde
 flags.DEFINE_bool("regression", False, "--task_name=custom: a float score, trained with MSE.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
 training_flags.define_model_flags()
+define_chinese_conversion_flag()
 training_flags.define_finetuning_flags()
 training_flags.define_flags()
 

@@ -16,6 +16,7 @@ Chinese, one character and its tag per line: add --data_format=char (docs/ner.md
 from absl import app, flags
 
 from bert_tf import ner_task, training_flags
+from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data import tagging
 
 FLAGS = flags.FLAGS
@@ -38,6 +39,7 @@ flags.DEFINE_string("test_file", "test.txt", "File to tag, in --data_dir (or a f
 flags.DEFINE_integer("window_overlap", 32, "WordPieces that consecutive windows of a long "
                      "sentence share (at most half a window).")
 training_flags.define_model_flags()
+define_chinese_conversion_flag()
 training_flags.define_finetuning_flags()
 training_flags.define_flags()
 

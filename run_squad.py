@@ -18,6 +18,7 @@ threshold on the predict file); see docs/squad.md.
 from absl import app, flags
 
 from bert_tf import squad_task, training_flags
+from bert_tf.chinese.conversion import define_chinese_conversion_flag
 
 FLAGS = flags.FLAGS
 
@@ -34,6 +35,7 @@ flags.DEFINE_string("null_score_diff_threshold", "0.0", "Predict no answer when 
                     "best non-null score exceeds this; `auto`: the F1-best value on "
                     "--predict_file.")
 training_flags.define_model_flags()
+define_chinese_conversion_flag()
 training_flags.define_finetuning_flags(with_eval=False)
 training_flags.define_flags()
 

@@ -37,6 +37,8 @@ setup(
         "gpu": ["tensorflow[and-cuda]>=2.16"],
         "tpu": ["tensorflow-tpu>=2.16"],
         # The reference forward pass the golden-value tests compare against.
+        # Chinese: --chinese_conversion (OpenCC) and --chinese_segmenter=jieba.
+        "chinese": ["opencc>=1.1.6", "jieba>=0.42"],
         "test": ["pytest>=7", "torch>=2.1", "transformers>=4.40", "safetensors>=0.4"],
     },
     entry_points={"console_scripts": [f"{cmd}={mod}:run" for cmd, mod in SCRIPTS.items()]},

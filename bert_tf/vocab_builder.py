@@ -24,12 +24,13 @@ import dataclasses
 import heapq
 import os
 import tempfile
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import sentencepiece
 from absl import logging
 
 from bert_tf import tokenization
+from bert_tf.chinese.conversion import make_converter
 from bert_tf.data.pretraining_input import expand_input_patterns
 
 SPECIAL_AFTER_UNUSED = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -54,6 +55,7 @@ class VocabBuildConfig:
     num_unused: int = 99
     min_frequency: int = 2
     spm_model_prefix: str | None = None
+    chinese_conversion: str = "none"  # t2s / s2t applied to every line (bert_tf.chinese.conversion)
 
     def __post_init__(self):
         reserved = 1 + self.num_unused + len(SPECIAL_AFTER_UNUSED)
@@ -66,12 +68,14 @@ class VocabBuildConfig:
             raise ValueError(f"--min_frequency must be >= 1, got {self.min_frequency}")
 
 
-def read_lines(files: Sequence[str]) -> Iterator[str]:
-    """Lines of the files, decoded as UTF-8 dropping invalid bytes (as the original reads text)."""
+def read_lines(files: Sequence[str], convert: Callable[[str], str] | None = None) -> Iterator[str]:
+    """Lines of the files, decoded as UTF-8 dropping invalid bytes (as the original reads text),
+    then passed through `convert` (--chinese_conversion) if given."""
     for path in files:
         with open(path, "rb") as f:
             for raw in f:
-                yield raw.decode("utf-8", "ignore")
+                line = raw.decode("utf-8", "ignore")
+                yield convert(line) if convert is not None else line
 
 
 def count_words(lines: Iterable[str]) -> collections.Counter:
@@ -265,7 +269,8 @@ def build_vocab(config: VocabBuildConfig) -> dict:
     token), `tokens_per_word`, counts of words, distinct words and tokens.
     """
     files = expand_input_patterns(config.input_file)
-    word_counts = count_words(read_lines(files))
+    convert = make_converter(config.chinese_conversion)
+    word_counts = count_words(read_lines(files, convert))
     if not word_counts:
         raise ValueError(f"--input_file: {', '.join(files)} hold no words to build a vocabulary from")
     token_counts = count_basic_tokens(word_counts, config.do_lower_case)
@@ -279,7 +284,7 @@ def build_vocab(config: VocabBuildConfig) -> dict:
     stats = {"output_file": config.output_file, "input_files": len(files),
              **vocab_stats(tokenizer, word_counts)}
     if config.spm_model_prefix:
-        model = train_sentencepiece(read_lines(files), config.spm_model_prefix, config.vocab_size,
+        model = train_sentencepiece(read_lines(files, convert), config.spm_model_prefix, config.vocab_size,
                                     config.do_lower_case)
         stats["spm_model_file"] = model
         stats["spm_vocab_size"] = len(tokenization.SentencePieceTokenizer(model).vocab)

@@ -52,3 +52,32 @@ def write_tiny_config(directory: str | os.PathLike, **changes) -> str:
     with open(path, "w") as f:
         json.dump({**TINY_CONFIG, **changes}, f)
     return path
+
+
+def write_unmasked_records(path: str | os.PathLike, count: int, seed: int, seq: int = SEQ,
+                           ngram: int = 2) -> str:
+    """`count` unmasked records (`--dynamic_masking`) over the tiny vocabulary: [CLS]=1, [SEP]=2,
+    [MASK]=3, words of 1-2 tokens, whole-word masking of n-grams up to `ngram`."""
+    rng = np.random.RandomState(seed)
+    lengths = rng.randint(seq // 2, seq + 1, count)
+    j = np.arange(seq)[None]
+    separator = lengths[:, None] // 2
+    text = (j > 0) & (j < lengths[:, None] - 1) & (j != separator)
+    kinds = np.where(text, np.where(rng.rand(count, seq) < 0.6, features.TOKEN_WORD_START,
+                                    features.TOKEN_WORD_CONTINUATION), features.TOKEN_SPECIAL)
+    kinds[:, 1] = features.TOKEN_WORD_START
+    kinds[np.arange(count), separator[:, 0] + 1] = features.TOKEN_WORD_START
+    kinds = np.where(j < lengths[:, None], kinds, features.TOKEN_PADDING)
+    input_ids = np.where(text, rng.randint(5, 99, (count, seq)), 2)
+    input_ids[:, 0] = 1
+    input_ids = input_ids * (j < lengths[:, None])
+    column = np.ones((count, 1), np.int64)
+    arrays = {"input_ids": input_ids, "segment_ids": ((j > separator) & (j < lengths[:, None])).astype(np.int64),
+              "token_kinds": kinds, "next_sentence_labels": input_ids[:, 1:2] % 2,
+              "mask_token_id": column * 3, "vocab_size": column * 99, "do_whole_word_mask": column,
+              "ngram": column * ngram, "masked_lm_prob": np.full((count, 1), 0.15, np.float32)}
+    schema = features.unmasked_pretraining_schema(seq)
+    with tf.io.TFRecordWriter(os.fspath(path)) as writer:
+        for i in range(count):
+            writer.write(schema.encode({name: values[i] for name, values in arrays.items()}))
+    return os.fspath(path)

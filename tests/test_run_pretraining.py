@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert_tf import checkpoints, models, pretraining_task, training
 from bert_tf.config import BertConfig
 from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
-    write_tiny_config
+    write_tiny_config, write_unmasked_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELPER = os.path.join(ROOT, "tests", "pretraining_subprocess.py")
@@ -22,7 +22,8 @@ def data(tmp_path_factory):
     directory = tmp_path_factory.mktemp("pretraining_data")
     return {"train": write_records(directory / "train.tfrecord", pretraining_arrays(96, 0)),
             "eval": write_records(directory / "eval.tfrecord", pretraining_arrays(24, 1)),
-            "config": write_tiny_config(directory)}
+            "config": write_tiny_config(directory),
+            "unmasked": write_unmasked_records(directory / "unmasked.tfrecord", 40, 2)}
 
 
 def _flags(data, output_dir, **overrides):
@@ -77,6 +78,21 @@ def test_kill_and_resume_ends_with_the_weights_of_an_uninterrupted_run(runs):
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
     assert int(expected["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) == 12
+
+
+def test_kill_and_resume_with_dynamic_masking_ends_with_the_uninterrupted_weights(data, tmp_path):
+    """Masks drawn in tf.data (40 records, 12 steps of 8: every record seen in 2-3 epochs)."""
+    straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
+    dynamic = dict(input_file=data["unmasked"], eval_input_file=data["unmasked"])
+    uninterrupted = _start(_flags(data, straight, **dynamic))
+    _wait(_start(["--kill_at_checkpoint=8", *_flags(data, resumed, **dynamic)]), returncode=-9)
+    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
+    _wait(_start(_flags(data, resumed, **dynamic)))
+    _wait(uninterrupted)
+    expected, got = _weights(straight + "/ckpt-12"), _weights(resumed + "/ckpt-12")
+    assert set(got) == set(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
 
 
 def test_train_eval_export_writes_the_originals_files(runs):

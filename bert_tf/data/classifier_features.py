@@ -111,7 +111,7 @@ def _sha256_file(path: str, digest=None):
 
 
 def fingerprint(task: TaskSpec, split: str, data_dir: str, max_seq_length: int,
-                tokenizer_files: Iterable[str], do_lower_case: bool) -> str:
+                tokenizer_files: Iterable[str], do_lower_case: bool, chinese_conversion: str = "none") -> str:
     """A hex digest of everything that shapes a split's features.
 
     Covers the input file's bytes, the split layout and label list, the tokenizer's files
@@ -122,6 +122,8 @@ def fingerprint(task: TaskSpec, split: str, data_dir: str, max_seq_length: int,
         "version": FEATURE_VERSION, "layout": repr(layout), "labels": task.labels,
         "regression": task.regression, "aliases": sorted(task.label_aliases.items()),
         "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
+        # only when set, so that the caches of earlier runs stay valid
+        **({"chinese_conversion": chinese_conversion} if chinese_conversion != "none" else {}),
     }, sort_keys=True).encode())
     _sha256_file(os.path.join(data_dir, layout.filename), digest)
     for path in tokenizer_files:
@@ -187,7 +189,8 @@ class FeatureCache:
         """The split's cached records, rebuilt when the fingerprint of its inputs changed."""
         path = os.path.join(self.output_dir, RECORD_NAMES[split])
         key = fingerprint(self.task, split, self.data_dir, self.max_seq_length,
-                          self.tokenizer_files, self.do_lower_case)
+                          self.tokenizer_files, self.do_lower_case,
+                          getattr(self.tokenizer, "conversion", "none"))
         meta_path = path + ".json"
         if os.path.isfile(path) and os.path.isfile(meta_path):
             with open(meta_path, encoding="utf-8") as f:

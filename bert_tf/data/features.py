@@ -275,6 +275,33 @@ def pretraining_schema(max_seq_length: int, max_predictions_per_seq: int) -> Sch
     ])
 
 
+# token_kinds values of unmasked records: what each position may take part in.
+TOKEN_PADDING, TOKEN_SPECIAL, TOKEN_WORD_START, TOKEN_WORD_CONTINUATION = 0, 1, 2, 3
+# Features that hold the masking options, identical in every record of a file.
+MASKING_OPTION_FEATURES = ("mask_token_id", "vocab_size", "do_whole_word_mask", "ngram", "masked_lm_prob")
+
+
+def unmasked_pretraining_schema(max_seq_length: int) -> Schema:
+    """Pretraining instances without masks (`create_pretraining_data.py --dynamic_masking`).
+
+    `token_kinds` is `TOKEN_PADDING`, `TOKEN_SPECIAL` ([CLS], [SEP]), `TOKEN_WORD_START` or
+    `TOKEN_WORD_CONTINUATION` (the input mask and the whole-word / n-gram units follow from it);
+    the `MASKING_OPTION_FEATURES` tell `run_pretraining.py` how to draw the masks.
+    """
+    seq = dict(length=max_seq_length, flag="max_seq_length")
+    return Schema("unmasked_pretraining", [
+        Feature("input_ids", **seq),
+        Feature("segment_ids", **seq),
+        Feature("token_kinds", **seq),
+        Feature("next_sentence_labels", length=1),
+        Feature("mask_token_id", length=1),
+        Feature("vocab_size", length=1),
+        Feature("do_whole_word_mask", length=1),
+        Feature("ngram", length=1),
+        Feature("masked_lm_prob", length=1, dtype=FLOAT32),
+    ])
+
+
 def make_parse_fn(max_seq_length: int, max_predictions_per_seq: int) -> Callable:
     """Reader for pretraining records: serialized Example(s) -> dict of int32/float32 tensors."""
     return pretraining_schema(max_seq_length, max_predictions_per_seq).parse_fn()

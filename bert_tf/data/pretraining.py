@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bert_tf.data import features, ngram_masking
+
 
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
@@ -38,6 +40,7 @@ class InstanceOptions:
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
     sentence_order: bool = False  # ALBERT's sentence-order prediction instead of next-sentence
+    ngram: int = 1  # ALBERT's n-gram masking: spans of 1..ngram words, P(n) proportional to 1/n
 
     def validate(self) -> None:
         if self.max_seq_length < 5:
@@ -52,6 +55,8 @@ class InstanceOptions:
                 f"about max_seq_length * masked_lm_prob, e.g. 20 for 128)")
         if not 0.0 < self.masked_lm_prob <= 1.0:
             raise ValueError(f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+        if self.ngram < 1:
+            raise ValueError(f"--ngram must be at least 1 (1 = single words/tokens), got {self.ngram}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
@@ -266,6 +271,28 @@ def assemble_features(buffer: DocumentBuffer, instances: np.ndarray, max_seq_len
     }
 
 
+def unmasked_features(assembled: dict[str, np.ndarray], options: InstanceOptions,
+                      special: SpecialIds) -> dict[str, np.ndarray]:
+    """The values of an unmasked record (`features.unmasked_pretraining_schema`) for a batch.
+
+    Args:
+      assembled: `assemble_features`'s output for I instances.
+    """
+    input_ids, input_mask = assembled["input_ids"], assembled["input_mask"]
+    special_token = (input_ids == special.cls) | (input_ids == special.sep)
+    kinds = np.where(assembled["word_starts"], features.TOKEN_WORD_START, features.TOKEN_WORD_CONTINUATION)
+    kinds = np.where(special_token, features.TOKEN_SPECIAL, kinds)
+    kinds = np.where(input_mask == 1, kinds, features.TOKEN_PADDING)
+    column = np.ones((len(input_ids), 1), np.int64)
+    return {
+        "input_ids": input_ids, "segment_ids": assembled["segment_ids"], "token_kinds": kinds,
+        "next_sentence_labels": assembled["next_sentence_labels"],
+        "mask_token_id": column * special.mask, "vocab_size": column * special.vocab_size,
+        "do_whole_word_mask": column * int(options.do_whole_word_mask), "ngram": column * options.ngram,
+        "masked_lm_prob": np.full((len(input_ids), 1), options.masked_lm_prob, np.float32),
+    }
+
+
 def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, word_starts: np.ndarray,
                                  options: InstanceOptions, special: SpecialIds,
                                  rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -274,7 +301,7 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
     Args:
       input_ids: int32 [I, S] `[CLS] A [SEP] B [SEP]` + padding; input_mask: int32 [I, S].
       word_starts: bool [I, S] from `assemble_features` (used with whole-word masking).
-      options: `max_predictions_per_seq`, `masked_lm_prob`, `do_whole_word_mask`.
+      options: `max_predictions_per_seq`, `masked_lm_prob`, `do_whole_word_mask`, `ngram`.
       special: [CLS]/[SEP]/[MASK] ids and the vocabulary size for random replacements.
       rng: numpy generator.
 
@@ -290,7 +317,11 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
     candidates = (input_mask == 1) & (input_ids != special.cls) & (input_ids != special.sep)
     budget = np.minimum(options.max_predictions_per_seq,
                         np.maximum(1, np.round(lengths * options.masked_lm_prob).astype(np.int64)))
-    if options.do_whole_word_mask:
+    if options.ngram > 1:
+        units = candidates & word_starts if options.do_whole_word_mask else candidates
+        chosen = ngram_masking.choose_ngrams(candidates, units, input_ids == special.sep, budget,
+                                             options.ngram, rng)
+    elif options.do_whole_word_mask:
         chosen = _choose_whole_words(candidates, word_starts & candidates, budget, rng)
     else:
         # a uniformly random subset of `budget` candidates: those with the smallest random keys
@@ -358,3 +389,4 @@ def _choose_whole_words(candidates: np.ndarray, group_starts: np.ndarray, budget
         taken[row, g] = take
         used += np.where(take, size, 0)
     return candidates & taken[np.arange(num)[:, None], flat_group]
+

@@ -13,7 +13,7 @@ import glob
 import itertools
 import os
 import re
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -136,11 +136,15 @@ class LineTokenizer:
       pre_segmented: words are separated by spaces (e.g. segmented Chinese); every token of one
         word belongs to one whole-word-masking group.
       max_num_tokens: sentences longer than this are counted as over-long.
+      prepare_line: applied to each non-empty line before tokenizing (e.g. Chinese script
+        conversion, then segmentation into space-separated words for `pre_segmented`).
     """
 
-    def __init__(self, tokenizer, pre_segmented: bool = False, max_num_tokens: int = 125):
+    def __init__(self, tokenizer, pre_segmented: bool = False, max_num_tokens: int = 125,
+                 prepare_line: Callable[[str], str] | None = None):
         self.tokenizer = tokenizer
         self.pre_segmented = pre_segmented
+        self.prepare_line = prepare_line
         self.max_num_tokens = max_num_tokens
         self.vocab = tokenizer.vocab
         tokens = list(self.vocab)
@@ -181,6 +185,8 @@ class LineTokenizer:
                 if not line:
                     end_document()
                     continue
+                if self.prepare_line is not None:
+                    line = self.prepare_line(line)
                 line_ids, line_starts = self._tokenize(line)
                 if line_ids:
                     ids.extend(line_ids)

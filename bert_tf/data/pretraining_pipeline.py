@@ -33,9 +33,10 @@ from typing import Sequence
 
 import numpy as np
 
+from bert_tf.chinese.segmentation import make_line_preparer
 from bert_tf.data import features, pretraining_output, tfrecord
 from bert_tf.data.pretraining import (DocumentBuffer, InstanceOptions, SpecialIds, assemble_features,
-                                      create_instances, create_masked_lm_predictions)
+                                      create_instances, create_masked_lm_predictions, unmasked_features)
 from bert_tf.data.pretraining_input import Block, LineTokenizer, ReadCounts, expand_input_patterns, plan_blocks
 
 # Bump when the bytes produced for the same flags change, so stale work directories are not reused.
@@ -59,6 +60,9 @@ class PretrainingDataConfig:
     document_buffer_size: int = 1000
     pre_segmented: bool = False
     progress: bool = True
+    chinese_conversion: str = "none"  # t2s / s2t (bert_tf.chinese.conversion)
+    chinese_segmenter: str | None = None  # "jieba": segment raw text, then as pre_segmented
+    dynamic_masking: bool = False  # write unmasked instances; run_pretraining draws the masks
 
 
 @dataclasses.dataclass
@@ -78,6 +82,7 @@ class Summary:
     random_next: int = 0  # label 1 (random next sentence, or swapped with --sentence_order)
     read: ReadCounts = dataclasses.field(default_factory=ReadCounts)
     elapsed_seconds: float = 0.0
+    dynamic_masking: bool = False
 
     def add_block(self, counts: dict) -> None:
         self.blocks += 1
@@ -100,9 +105,10 @@ class Summary:
             f"({', '.join(self.output_files[:3])}{', ...' if len(self.output_files) > 3 else ''})",
             f"tokens: {self.tokens:,} ({self.tokens / per:.1f} per instance), "
             f"{100 * self.short_instances / per:.1f}% short, {100 * self.random_next / per:.1f}% label 1",
-            f"masked positions: {self.masked_positions:,} ({self.masked_positions / per:.2f} per instance; "
-            f"{self._share(self.masked_as_mask)} [MASK], {self._share(self.masked_kept)} kept, "
-            f"{self._share(self.masked_random)} random)",
+            (f"masked positions: {self.masked_positions:,} ({self.masked_positions / per:.2f} per instance; "
+             f"{self._share(self.masked_as_mask)} [MASK], {self._share(self.masked_kept)} kept, "
+             f"{self._share(self.masked_random)} random)") if not self.dynamic_masking else
+            "masked positions: none written (--dynamic_masking: run_pretraining.py draws them)",
             f"invalid UTF-8 lines: {self.read.invalid_utf8_lines:,} (invalid bytes dropped); "
             f"over-long lines: {self.read.overlong_lines:,} (longer than a sequence, trimmed)",
             f"elapsed: {self.elapsed_seconds:.1f} s, {mb / seconds:.2f} MB/s, {self.instances / seconds:,.0f} instances/s",
@@ -152,11 +158,16 @@ class _BlockWorker:
         self.num_outputs = num_outputs
         self.progress = progress
         tokenizer = make_tokenizer(config)
-        self.lines = LineTokenizer(tokenizer, config.pre_segmented, config.instance.max_seq_length - 3)
+        prepare_line = make_line_preparer(config.chinese_conversion, config.chinese_segmenter)
+        self.lines = LineTokenizer(tokenizer, config.pre_segmented or bool(config.chinese_segmenter),
+                                   config.instance.max_seq_length - 3, prepare_line)
         vocab = tokenizer.vocab
         self.special = SpecialIds(vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"], max(vocab.values()) + 1)
-        self.schema = features.pretraining_schema(config.instance.max_seq_length,
-                                                  config.instance.max_predictions_per_seq)
+        if config.dynamic_masking:
+            self.schema = features.unmasked_pretraining_schema(config.instance.max_seq_length)
+        else:
+            self.schema = features.pretraining_schema(config.instance.max_seq_length,
+                                                      config.instance.max_predictions_per_seq)
 
     def run(self, block: Block) -> dict:
         if os.path.exists(pretraining_output.done_path(self.work_dir, block.index)):
@@ -192,11 +203,15 @@ class _BlockWorker:
                      parts: list[pretraining_output.PartWriter], rng: np.random.Generator) -> dict:
         seq = self.options.max_seq_length
         assembled = assemble_features(buffer, instances, seq, self.special)
-        masked = create_masked_lm_predictions(assembled["input_ids"], assembled["input_mask"],
-                                              assembled["word_starts"], self.options, self.special, rng)
-        choice = masked.pop("masked_choice")
-        values = dict(masked, input_mask=assembled["input_mask"], segment_ids=assembled["segment_ids"],
-                      next_sentence_labels=assembled["next_sentence_labels"])
+        if self.config.dynamic_masking:
+            values = unmasked_features(assembled, self.options, self.special)
+            choice = np.zeros(0, np.int8)
+        else:
+            masked = create_masked_lm_predictions(assembled["input_ids"], assembled["input_mask"],
+                                                  assembled["word_starts"], self.options, self.special, rng)
+            choice = masked.pop("masked_choice")
+            values = dict(masked, input_mask=assembled["input_mask"], segment_ids=assembled["segment_ids"],
+                          next_sentence_labels=assembled["next_sentence_labels"])
         framed, offsets = tfrecord.frame_dense(*self.schema.encode_dense(values))
         # the original's round robin: record i goes to output file i % num_outputs
         sizes = np.diff(offsets)
@@ -258,12 +273,13 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
     inputs = expand_input_patterns(config.input_file)
     outputs = pretraining_output.expand_output_files(config.output_file)
     check_vocabulary(config)  # fails here, before any worker starts
+    make_line_preparer(config.chinese_conversion, config.chinese_segmenter)  # a missing extra too
     blocks = plan_blocks(inputs, config.document_buffer_size)
     for path in outputs:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     work_dir = _work_dir(config, inputs, outputs)
     os.makedirs(work_dir, exist_ok=True)
-    summary = Summary(input_files=len(inputs), output_files=outputs)
+    summary = Summary(input_files=len(inputs), output_files=outputs, dynamic_masking=config.dynamic_masking)
     pieces: dict[int, list[list[int]]] = {}
     context = multiprocessing.get_context("spawn")  # TF-free, thread-safe children
     progress = {key: context.Value("q", 0) for key in ("bytes", "documents", "instances")}

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from absl import logging
 
@@ -167,3 +167,16 @@ def _add_answer(example: SquadExample, qa: dict, context: str, word_starts: list
         return False
     example.orig_answer_text, example.start_position, example.end_position = text, start, end
     return True
+
+
+def check_conversion_keeps_offsets(path: str | os.PathLike, convert: Callable[[str, str], str]) -> None:
+    """Runs `convert(text, where)` (`chinese.conversion.make_length_preserving_converter`) over
+    every context and question of a SQuAD file, so that a conversion that would shift the
+    answer offsets stops the run with the file and question named."""
+    for a, article in enumerate(load_squad_json(path)):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            qas = paragraph.get("qas", [])
+            first = f", question {qas[0].get('id')}" if qas else ""
+            convert(paragraph.get("context", ""), f"{path}: article {a} paragraph {p}{first} (context)")
+            for qa in qas:
+                convert(qa.get("question", ""), f"{path}: question {qa.get('id')}")

@@ -48,22 +48,26 @@ class SquadPredictions:
                 for qid, text in self.best_non_null.items()}
 
 
-def final_text(pred_text: str, orig_text: str, do_lower_case: bool, verbose: bool = False) -> str:
+def final_text(pred_text: str, orig_text: str, do_lower_case: bool, verbose: bool = False,
+               convert: Callable[[str], str] | None = None) -> str:
     """Maps a detokenized prediction back onto the original words it came from.
 
     `pred_text` is normalised ("steve smith" for the words "Steve Smith's"); basic-tokenizing
     `orig_text` the same way and aligning the two character by character (spaces ignored) recovers
     the original casing, accents and punctuation. When the alignment fails (the tokenizer changed
     the length, e.g. decomposed accents), `orig_text` is returned whole, as the original does.
+    `convert` (--chinese_conversion, checked to keep every length) is applied before aligning, so
+    a prediction in the converted script is found in the original's text.
     """
-    tok_text = " ".join(BasicTokenizer(do_lower_case=do_lower_case).tokenize(orig_text))
+    aligned = convert(orig_text) if convert is not None else orig_text
+    tok_text = " ".join(BasicTokenizer(do_lower_case=do_lower_case).tokenize(aligned))
     start = tok_text.find(pred_text)
     if start == -1:
         if verbose:
             logging.info("Could not find %r in %r", pred_text, orig_text)
         return orig_text
     end = start + len(pred_text) - 1
-    orig_chars = [i for i, c in enumerate(orig_text) if c != " "]
+    orig_chars = [i for i, c in enumerate(aligned) if c != " "]
     tok_chars = [i for i, c in enumerate(tok_text) if c != " "]
     if len(orig_chars) != len(tok_chars):
         if verbose:
@@ -172,8 +176,10 @@ def _span_text(example: SquadExample, features: SquadFeatures, row: int, start: 
         tokens = tokenizer.convert_ids_to_tokens(features.input_ids[row, start:end + 1].tolist())
         first, last = features.token_to_orig[row, start], features.token_to_orig[row, end]
         words = example.doc_tokens[first:last + 1]
-        pred_text = detokenize(tokens, isinstance(tokenizer, SentencePieceTokenizer))
-        return final_text(pred_text, " ".join(words), do_lower_case, verbose)
+        inner = getattr(tokenizer, "tokenizer", tokenizer)  # under a --chinese_conversion wrapper
+        pred_text = detokenize(tokens, isinstance(inner, SentencePieceTokenizer))
+        return final_text(pred_text, " ".join(words), do_lower_case, verbose,
+                          getattr(tokenizer, "convert_text", None))
     return text
 
 

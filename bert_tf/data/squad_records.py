@@ -37,6 +37,7 @@ class FeatureSettings:
     max_query_length: int = 64
     do_lower_case: bool = True
     version_2_with_negative: bool = False
+    chinese_conversion: str = "none"
 
 
 @dataclasses.dataclass
@@ -66,7 +67,9 @@ def fingerprint(input_file: str, tokenizer_files: Sequence[str], settings: Featu
     digest = hashlib.sha256(json.dumps({
         "version": FEATURE_VERSION, "is_training": is_training,
         "seed": seed if is_training else None,
-        **dataclasses.asdict(settings)}, sort_keys=True).encode())
+        # chinese_conversion only when set, so that the caches of earlier runs stay valid
+        **{k: v for k, v in dataclasses.asdict(settings).items()
+           if k != "chinese_conversion" or v != "none"}}, sort_keys=True).encode())
     for path in (input_file, *tokenizer_files):
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
