@@ -38,6 +38,9 @@ setup(
         "tpu": ["tensorflow-tpu>=2.16"],
         # The reference forward pass the golden-value tests compare against.
         "test": ["pytest>=7", "torch>=2.1", "transformers>=4.40", "safetensors>=0.4"],
+        # create_pretraining_data.py --runner=beam (DirectRunner, Flink, Spark; Dataflow and gs://
+        # need apache-beam[gcp]). Beam caps protobuf below 7; TensorFlow 2.21 takes 6.31.1 and up.
+        "beam": ["apache-beam>=2.60"],
     },
     entry_points={"console_scripts": [f"{cmd}={mod}:run" for cmd, mod in SCRIPTS.items()]},
 )
