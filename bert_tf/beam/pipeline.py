@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shlex
 import time
 from typing import Iterable, Iterator
