@@ -124,3 +124,22 @@ def test_runner_beam_without_apache_beam_names_the_extra(corpus, tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"error: {bert_beam.BEAM_EXTRA_MISSING}"]
     assert not os.path.exists(tmp_path / "o.tfrecord")
+
+
+def test_summaries_of_parts_merge_into_the_summary_of_the_whole():
+    """What the Beam combiner does with per-worker summaries (`Summary.merge`)."""
+    from bert_tf.data.pretraining_pipeline import Summary
+
+    blocks = [{"documents": d, "instances": 10 * d, "tokens": 900 * d, "masked_positions": 150 * d,
+               "masked_as_mask": 120 * d, "masked_kept": 15 * d, "masked_random": 15 * d, "short_instances": d,
+               "random_next": 5 * d, "read": {"bytes": 1000 * d, "lines": 40 * d, "invalid_utf8_lines": d % 2,
+                                               "overlong_lines": d % 3}, "block": d, "pieces": [[0, 7]]}
+              for d in range(1, 6)]
+    whole, first, second = Summary(), Summary(), Summary()
+    for i, counts in enumerate(blocks):
+        whole.add_block(counts)
+        (first if i < 2 else second).add_block(counts)
+    first.merge(second)
+    assert first == whole
+    assert (whole.blocks, whole.documents, whole.instances, whole.read.bytes, whole.read.invalid_utf8_lines) == \
+        (5, 15, 150, 15000, 3)
