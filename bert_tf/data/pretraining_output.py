@@ -8,6 +8,7 @@ a seeded random order, under a temporary name renamed when complete.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import random
@@ -41,9 +42,10 @@ def expand_output_files(output_file: str) -> list[str]:
 class PartWriter:
     """A block's records for one output file, noting the byte offset after every `PIECE` records."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str | None):
+        """`path=None` keeps the records in memory (`file.getvalue()`), for runners that move them."""
         self.path = path
-        self.file = open(path + ".tmp", "wb")
+        self.file = open(path + ".tmp", "wb") if path else io.BytesIO()
         self.records = 0
         self.bytes = 0
         self.pieces = [0]
@@ -58,8 +60,9 @@ class PartWriter:
 
     def finish(self) -> list[int]:
         """Closes the part under its final name; returns the piece boundaries (byte offsets)."""
-        self.file.close()
-        os.replace(self.path + ".tmp", self.path)
+        if self.path:
+            self.file.close()
+            os.replace(self.path + ".tmp", self.path)
         return self.pieces if self.pieces[-1] == self.bytes else self.pieces + [self.bytes]
 
 
@@ -82,14 +85,26 @@ def merge_parts(work_dir: str, pieces: dict[int, list[list[int]]], outputs: Sequ
     """Each output = runs of `PIECE` records from all blocks' parts in a seeded random order,
     written under a temporary name and renamed when complete."""
     for k, path in enumerate(outputs):
-        runs = [(block, start, end) for block in sorted(pieces)
-                for start, end in zip(pieces[block][k][:-1], pieces[block][k][1:])]
-        random.Random(f"merge/{random_seed}/{k}").shuffle(runs)
+        runs = merge_order({block: boundaries[k] for block, boundaries in pieces.items()}, random_seed, k)
         with open(path + ".tmp", "wb") as out:
             for block, start, end in runs:
                 with open(part_path(work_dir, block, k), "rb") as part:
                     _copy_range(part, out, start, end - start)
         os.replace(path + ".tmp", path)
+
+
+def merge_order(boundaries: dict[int, list[int]], random_seed: int, output: int) -> list[tuple[int, int, int]]:
+    """The runs of output file number `output`, in the order they are written.
+
+    Args:
+      boundaries: block index -> that block's piece boundaries (byte offsets) in its part.
+    Returns:
+      (block, start byte, end byte) runs of the blocks' parts, in a seeded random order.
+    """
+    runs = [(block, start, end) for block in sorted(boundaries)
+            for start, end in zip(boundaries[block][:-1], boundaries[block][1:])]
+    random.Random(f"merge/{random_seed}/{output}").shuffle(runs)
+    return runs
 
 
 def _copy_range(source, target, start: int, size: int) -> None:

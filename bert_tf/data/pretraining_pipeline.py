@@ -114,6 +114,13 @@ class Summary:
             f"elapsed: {self.elapsed_seconds:.1f} s, {mb / seconds:.2f} MB/s, {self.instances / seconds:,.0f} instances/s",
         ]
 
+    def merge(self, other: "Summary") -> None:
+        """Adds another run's or worker's totals (the file lists and elapsed time stay this one's)."""
+        for field in dataclasses.fields(self):
+            if field.name not in ("input_files", "output_files", "read", "elapsed_seconds"):
+                setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+        self.read.add(other.read)
+
     def _share(self, count: int) -> str:
         return f"{100 * count / max(self.masked_positions, 1):.1f}%"
 
@@ -148,8 +155,11 @@ def make_tokenizer(config: PretrainingDataConfig):
 
 
 # --------------------------------------------------------------------------- one block
-class _BlockWorker:
-    """Per-process state: the tokenizer and options; `run(block)` writes the block's parts."""
+class BlockWorker:
+    """Per-process state: the tokenizer and options; `run(block)` writes the block's parts.
+
+    `write_block(block, parts)` is the whole per-block algorithm, to any part writers (the Beam
+    pipeline passes in-memory ones)."""
 
     def __init__(self, config: PretrainingDataConfig, work_dir: str, num_outputs: int, progress=None):
         self.config = config
@@ -173,6 +183,18 @@ class _BlockWorker:
         if os.path.exists(pretraining_output.done_path(self.work_dir, block.index)):
             with open(pretraining_output.done_path(self.work_dir, block.index)) as f:
                 return json.load(f)  # finished by an earlier, interrupted run
+        parts = [pretraining_output.PartWriter(pretraining_output.part_path(self.work_dir, block.index, k))
+                 for k in range(self.num_outputs)]
+        counts = self.write_block(block, parts)
+        pretraining_output.write_json_atomically(pretraining_output.done_path(self.work_dir, block.index), counts)
+        return counts
+
+    def write_block(self, block: Block, parts: list[pretraining_output.PartWriter]) -> dict:
+        """Tokenizes, chunks, masks and encodes one block into `parts` (one per output file).
+
+        Returns:
+          The block's counts for `Summary.add_block`, with each part's piece boundaries.
+        """
         seeds = np.random.SeedSequence([self.config.random_seed, block.index])
         py_rng = random.Random(int(seeds.generate_state(2, np.uint64)[0]))
         np_rng = np.random.Generator(np.random.PCG64(seeds.spawn(1)[0]))
@@ -183,7 +205,6 @@ class _BlockWorker:
         instances = instances[np_rng.permutation(len(instances))]
         counts = {"documents": buffer.num_documents, "read": dataclasses.asdict(read_counts)}
         self._report(documents=buffer.num_documents, bytes=read_counts.bytes)
-        parts = [pretraining_output.PartWriter(pretraining_output.part_path(self.work_dir, block.index, k)) for k in range(self.num_outputs)]
         try:
             for begin in range(0, len(instances), _BATCH):
                 batch_counts = self._write_batch(buffer, instances[begin:begin + _BATCH], begin, parts, np_rng)
@@ -196,7 +217,6 @@ class _BlockWorker:
             raise
         counts["pieces"] = [part.finish() for part in parts]
         counts["block"] = block.index
-        pretraining_output.write_json_atomically(pretraining_output.done_path(self.work_dir, block.index), counts)
         return counts
 
     def _write_batch(self, buffer: DocumentBuffer, instances: np.ndarray, first_index: int,
@@ -247,16 +267,33 @@ def _garbage_collection_paused():
 
 
 # --------------------------------------------------------------------------- the run
-_WORKER: _BlockWorker | None = None
+_WORKER: BlockWorker | None = None
 
 
 def _init_worker(config: PretrainingDataConfig, work_dir: str, num_outputs: int, progress) -> None:
     global _WORKER
-    _WORKER = _BlockWorker(config, work_dir, num_outputs, progress)
+    _WORKER = BlockWorker(config, work_dir, num_outputs, progress)
 
 
 def _run_block(block: Block) -> dict:
     return _WORKER.run(block)
+
+
+def plan_run(config: PretrainingDataConfig) -> tuple[list[str], list[str], list[Block]]:
+    """Checks the flags, inputs and vocabulary, before any worker starts (every runner calls it).
+
+    Returns:
+      (input files, output files, blocks). Raises ValueError/OSError naming the file or flag.
+    """
+    config.instance.validate()
+    if config.dupe_factor < 1 or config.num_workers < 1:
+        raise ValueError(f"--dupe_factor and --num_workers must be positive, got {config.dupe_factor} "
+                         f"and {config.num_workers}")
+    inputs = expand_input_patterns(config.input_file)
+    outputs = pretraining_output.expand_output_files(config.output_file)
+    check_vocabulary(config)
+    make_line_preparer(config.chinese_conversion, config.chinese_segmenter)  # a missing extra too
+    return inputs, outputs, plan_blocks(inputs, config.document_buffer_size)
 
 
 def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
@@ -266,15 +303,7 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
       The run's `Summary`. Raises ValueError/OSError naming the file or flag on bad input.
     """
     started = time.time()
-    config.instance.validate()
-    if config.dupe_factor < 1 or config.num_workers < 1:
-        raise ValueError(f"--dupe_factor and --num_workers must be positive, got {config.dupe_factor} "
-                         f"and {config.num_workers}")
-    inputs = expand_input_patterns(config.input_file)
-    outputs = pretraining_output.expand_output_files(config.output_file)
-    check_vocabulary(config)  # fails here, before any worker starts
-    make_line_preparer(config.chinese_conversion, config.chinese_segmenter)  # a missing extra too
-    blocks = plan_blocks(inputs, config.document_buffer_size)
+    inputs, outputs, blocks = plan_run(config)
     for path in outputs:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     work_dir = _work_dir(config, inputs, outputs)
@@ -289,7 +318,7 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
     try:
         num_workers = min(config.num_workers, len(blocks))
         if num_workers <= 1:
-            worker = _BlockWorker(config, work_dir, len(outputs), progress)
+            worker = BlockWorker(config, work_dir, len(outputs), progress)
             for block in blocks:
                 counts = worker.run(block)
                 summary.add_block(counts)
