@@ -12,6 +12,9 @@ Two paths give the same tokens for every input:
   matches scanning forward) and afterwards costs one dict lookup. The line-level steps are done
   by C-level string operations that select exactly the characters the reference predicates
   select (the class tables are built from those predicates; tests check them on every code point).
+  A pure-ASCII line (most lines of English) skips the words: one `str.lower` and one regex over
+  the line give its basic tokens, which are memoised (fewer distinct keys than words with their
+  punctuation attached, so fewer first-time computations).
 
 `create_tokenizer` picks WordPiece (`--vocab_file`) or SentencePiece (`--spm_model_file`);
 `validate_case_matches_checkpoint` warns when `--do_lower_case` contradicts the checkpoint's name.
@@ -130,11 +133,23 @@ class BasicTokenizer:
         return whitespace_tokenize(" ".join(self._split_punctuation(word)))
 
     def fast_split_word(self, word: str) -> list[str]:
-        """`split_word` for a `split_words` word, with a regex lane for ASCII words (same result:
-        NFD and Mn stripping do nothing to ASCII, where every non-alphanumeric is punctuation)."""
+        """`split_word` for a `split_words` word, by C string operations where they are exact.
+
+        NFD and accent stripping do nothing to ASCII, where every non-alphanumeric character is
+        punctuation (a regex splits them off); a word that `str.isalnum` accepts has no
+        punctuation (letters and numbers are not `P*`), so it is one token.
+        """
+        if self.do_lower_case:
+            word = word.lower()
+            if not word.isascii():
+                word = unicodedata.normalize("NFD", word)
+                if not word.isascii():
+                    word = "".join(c for c in word if unicodedata.category(c) != "Mn")
+        if word.isalnum():
+            return [word]
         if word.isascii():
-            return _ASCII_TOKEN_RE.findall(word.lower() if self.do_lower_case else word)
-        return self.split_word(word)
+            return _ASCII_TOKEN_RE.findall(word)
+        return whitespace_tokenize(" ".join(self._split_punctuation(word)))
 
     @staticmethod
     def _strip_accents(text: str) -> str:
@@ -234,6 +249,25 @@ def _dropped_chars_re() -> re.Pattern:
     return re.compile(f"[{_char_class(lambda cp: _is_dropped(chr(cp)))}]+")
 
 
+# ASCII characters the reference drops: NUL and the control characters but tab, newline, return.
+_ASCII_DROPPED = {cp: None for cp in range(128) if _is_dropped(chr(cp))}
+# Once those are deleted, an ASCII line holds whitespace (space, tab, newline, return), letters and
+# digits, and punctuation (every other printable character).
+_ASCII_BASIC_TOKEN_RE = re.compile(r"[0-9A-Za-z]+|[!-/:-@\[-`{-~]")
+
+
+def ascii_basic_tokens(text: str, do_lower_case: bool) -> list[str]:
+    """`BasicTokenizer.tokenize(text)` for a pure-ASCII `text`, by C string operations on the line.
+
+    NFD and accent stripping do nothing to ASCII and lower-casing is per character; a dropped
+    control character joins its neighbours, so it is deleted before the regex looks for runs of
+    letters and digits and single punctuation characters, across whitespace.
+    """
+    if not text.isprintable():  # tab, newline or a control character
+        text = text.translate(_ASCII_DROPPED)
+    if do_lower_case:
+        text = text.lower()
+    return _ASCII_BASIC_TOKEN_RE.findall(text)
 _CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
 _CJK_RE = re.compile(f"[{_CJK_CLASS}]")
 # Splitting on a captured ideograph keeps it: "ab中c" -> ["ab", "中", "c"].
@@ -249,6 +283,8 @@ def split_words(text: str | bytes) -> list[str]:
     """
     if text.__class__ is not str:
         text = convert_to_unicode(text)
+    if text.isascii():  # no CJK; every ASCII character `str.split` splits on is whitespace or dropped
+        return (text if text.isprintable() else text.translate(_ASCII_DROPPED)).split()
     text = text.strip()
     # Control characters are never printable, so the cheap C checks skip most lines.
     if not text.isprintable() or "\ufffd" in text:
@@ -293,7 +329,8 @@ class FullTokenizer(_VocabConversions):
         self.fast = fast
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
-        # Two memos: whole words ("Word," and "word" are different words) and their basic tokens.
+        # Two memos: whole words of non-ASCII lines ("Word," and "word" are different words) and
+        # basic tokens.
         self._memo = WordMemo(self._word_pieces, cache_size)
         matcher = ForwardWordpiece(self.vocab, UNK_TOKEN, MAX_CHARS_PER_WORD)
         self._token_memo = WordMemo(matcher.tokenize_word, cache_size)
@@ -303,6 +340,11 @@ class FullTokenizer(_VocabConversions):
         if not self.fast:
             return [piece for token in self.basic_tokenizer.tokenize(text)
                     for piece in self.wordpiece_tokenizer.tokenize(token)]
+        if text.__class__ is not str:
+            text = convert_to_unicode(text)
+        if text.isascii():
+            memo = self._token_memo
+            return [piece for token in ascii_basic_tokens(text, self.do_lower_case) for piece in memo[token]]
         memo = self._memo
         return [piece for word in split_words(text) for piece in memo[word]]
 
