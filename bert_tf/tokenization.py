@@ -351,6 +351,19 @@ class FullTokenizer(_VocabConversions):
         memo = self._memo
         return [piece for word in split_words(text) for piece in memo[word]]
 
+    def split_units(self, text: str | bytes) -> list[str]:
+        """Parts of `text` whose tokens, concatenated, are the tokens of `text`.
+
+        The basic tokens of a pure-ASCII line (`ascii_basic_tokens`), the `split_words` words of
+        any other. `split_units(unit) == [unit]` for every unit, so callers may memoise what they
+        compute from `tokenize(unit)`.
+        """
+        if text.__class__ is not str:
+            text = convert_to_unicode(text)
+        if text.isascii():
+            return ascii_basic_tokens(text, self.do_lower_case)
+        return split_words(text)
+
     def _word_pieces(self, word: str) -> tuple[str, ...]:
         """All pieces of one `split_words` word: the reference's per-word steps."""
         tokens = self.basic_tokenizer.fast_split_word(word)
