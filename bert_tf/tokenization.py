@@ -352,12 +352,9 @@ class FullTokenizer(_VocabConversions):
         return [piece for word in split_words(text) for piece in memo[word]]
 
     def split_units(self, text: str | bytes) -> list[str]:
-        """Parts of `text` whose tokens, concatenated, are the tokens of `text`.
-
-        The basic tokens of a pure-ASCII line (`ascii_basic_tokens`), the `split_words` words of
-        any other. `split_units(unit) == [unit]` for every unit, so callers may memoise what they
-        compute from `tokenize(unit)`.
-        """
+        """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the
+        tokens of `text`: the basic tokens of a pure-ASCII line (`ascii_basic_tokens`), the
+        `split_words` words of any other. Callers may memoise `tokenize(unit)` per unit."""
         if text.__class__ is not str:
             text = convert_to_unicode(text)
         if text.isascii():

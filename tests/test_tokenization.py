@@ -188,6 +188,18 @@ def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
         assert [fast.tokenize(x.encode()) for x in lines[:200]] == [reference.tokenize(x) for x in lines[:200]]
 
 
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_split_units_concatenate_to_the_tokens(do_lower_case):
+    """`split_units` (the memo keys of the pretraining pipeline): the units' tokens, each unit
+    tokenized on its own, concatenated, are the line's tokens."""
+    lines = testing_text.varied_lines(500, seed=9) + _random_ascii_lines(300, seed=12)
+    tokenizer = FullTokenizer(_real_vocab(), do_lower_case)
+    reference = FullTokenizer(_real_vocab(), do_lower_case, fast=False)
+    for line in lines:
+        units = tokenizer.split_units(line)
+        assert [t for unit in units for t in reference.tokenize(unit)] == reference.tokenize(line), line
+
+
 def test_fast_path_character_tables_match_the_reference_predicates():
     everything = "".join(map(chr, range(0x110000)))
     kept = "".join(c for c in everything if not tokenization._is_dropped(c))
