@@ -109,10 +109,6 @@ def _is_cjk_ideograph(cp: int) -> bool:
     return False
 
 
-# After cleaning, an ASCII word holds only printable non-space ASCII: letters/digits or punctuation.
-_ASCII_TOKEN_RE = re.compile(r"[0-9A-Za-z]+|[^0-9A-Za-z]")
-
-
 class BasicTokenizer:
     """Cleans text, splits on whitespace and punctuation, spaces CJK ideographs, optionally lower-cases.
 
@@ -149,7 +145,7 @@ class BasicTokenizer:
         if word.isalnum():
             return [word]
         if word.isascii():
-            return _ASCII_TOKEN_RE.findall(word)
+            return _ASCII_BASIC_TOKEN_RE.findall(word)
         return whitespace_tokenize(" ".join(self._split_punctuation(word)))
 
     @staticmethod
@@ -271,6 +267,8 @@ def ascii_basic_tokens(text: str, do_lower_case: bool) -> list[str]:
     if do_lower_case:
         text = text.lower()
     return _ASCII_BASIC_TOKEN_RE.findall(text)
+
+
 _CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
 _CJK_RE = re.compile(f"[{_CJK_CLASS}]")
 # Splitting on a captured ideograph keeps it: "ab中c" -> ["ab", "中", "c"].
