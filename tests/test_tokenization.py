@@ -1,6 +1,8 @@
 """Tokenizers: hand-written expected tokens, fast path == reference path, SentencePiece, helpers."""
 
 import logging
+import random
+import string
 import subprocess
 import sys
 
@@ -48,6 +50,9 @@ BASIC_CASES = [
     ("a\x00b\ufffdc\x07d\u200be\u00adf\x85g", True, ["abcdefg"]),
     # U+2028/9 are kept by cleaning but split on by str.split; \x0b is a control: dropped.
     ("a\u3000b\xa0c\u2028d\u2029e\x0bf", True, ["a", "b", "c", "d", "ef"]),
+    # ASCII controls that str.split would split on (\x1c-\x1f, \x0b, \x0c) are dropped, joining.
+    ("a\x1cb\x1dc\x1ed\x1fe\x0bf\x0cg\x7fh i\tj\rk\nl_M\x00N", True,
+     ["abcdefgh", "i", "j", "k", "l", "_", "mn"]),
     ("$5^`~ a…b", True, ["$", "5", "^", "`", "~", "a", "…", "b"]),
     ("注，ＡＢＣ！", False, ["注", "，", "ＡＢＣ", "！"]),
     ("ΟΔΟΣ ΣΑΣ.", True, ["οδος", "σας", "."]),    # final sigma, as str.lower() on the word
@@ -145,6 +150,56 @@ def test_fast_path_equals_reference_on_every_code_point(vocab_file, do_lower_cas
     assert [fast.tokenize(x) for x in lines] == [reference.tokenize(x) for x in lines]
 
 
+def _random_ascii_lines(num_lines: int, seed: int) -> list[str]:
+    """Lines of ASCII words, punctuation, every control character and 190-210-character runs."""
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits
+    lines = []
+    for _ in range(num_lines):
+        items = []
+        for _ in range(rng.randint(0, 12)):
+            kind = rng.random()
+            if kind < 0.6:
+                items.append("".join(rng.choices(alphabet, k=rng.randint(1, 12))))
+            elif kind < 0.8:
+                items.append(rng.choice(string.punctuation))
+            elif kind < 0.99:
+                items.append(chr(rng.choice(list(range(32)) + [127])))
+            else:
+                items.append(rng.choice("aB") * rng.randint(190, 210))
+            items.append(rng.choice(["", " ", " ", "\t", "  "]))
+        lines.append("".join(items))
+    return lines
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
+    """Pure-ASCII lines take `ascii_basic_tokens`: every pair of ASCII characters around a word,
+    and seeded random lines (controls, punctuation, words of about 200 characters)."""
+    pairs = [f"{chr(a)}x{chr(b)}" for a in range(128) for b in range(128)]
+    lines = _random_ascii_lines(1000, seed=11)
+    basic = tokenization.BasicTokenizer(do_lower_case)
+    assert [tokenization.ascii_basic_tokens(x, do_lower_case) for x in pairs + lines] == [
+        basic.tokenize(x) for x in pairs + lines]
+    for vocab in (vocab_file, _real_vocab()):
+        fast = FullTokenizer(vocab, do_lower_case)
+        reference = FullTokenizer(vocab, do_lower_case, fast=False)
+        assert [fast.tokenize(x) for x in lines] == [reference.tokenize(x) for x in lines]
+        assert [fast.tokenize(x.encode()) for x in lines[:200]] == [reference.tokenize(x) for x in lines[:200]]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_split_units_concatenate_to_the_tokens(do_lower_case):
+    """`split_units` (the memo keys of the pretraining pipeline): the units' tokens, each unit
+    tokenized on its own, concatenated, are the line's tokens."""
+    lines = testing_text.varied_lines(500, seed=9) + _random_ascii_lines(300, seed=12)
+    tokenizer = FullTokenizer(_real_vocab(), do_lower_case)
+    reference = FullTokenizer(_real_vocab(), do_lower_case, fast=False)
+    for line in lines:
+        units = tokenizer.split_units(line)
+        assert [t for unit in units for t in reference.tokenize(unit)] == reference.tokenize(line), line
+
+
 def test_fast_path_character_tables_match_the_reference_predicates():
     everything = "".join(map(chr, range(0x110000)))
     kept = "".join(c for c in everything if not tokenization._is_dropped(c))
@@ -155,6 +210,8 @@ def test_fast_path_character_tables_match_the_reference_predicates():
         # split_words skips turning whitespace into spaces and skips printable lines when dropping.
         assert not tokenization._is_whitespace(char) or char.isspace(), hex(ord(char))
         assert not tokenization._is_dropped(char) or not char.isprintable() or char == "\ufffd"
+        # fast_split_word keeps a word that str.isalnum accepts whole: it has no punctuation.
+        assert not (char.isalnum() and tokenization._is_punctuation(char)), hex(ord(char))
 
 
 def test_testing_text_is_deterministic():

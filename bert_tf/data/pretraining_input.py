@@ -226,12 +226,12 @@ class _WordIds(dict):
 
 
 def _word_splitter(tokenizer):
-    """`split_words` when the tokenizer is WordPiece's `FullTokenizer`, whose tokens of a line are
-    exactly the concatenated tokens of those words; None for others (SentencePiece sees spaces)."""
+    """`split_units` when the tokenizer is WordPiece's `FullTokenizer`, whose tokens of a line are
+    exactly the concatenated tokens of those units; None for others (SentencePiece sees spaces)."""
     from bert_tf import tokenization
 
-    if isinstance(tokenizer, tokenization.FullTokenizer) and hasattr(tokenization, "split_words"):
-        return tokenization.split_words
+    if isinstance(tokenizer, tokenization.FullTokenizer):
+        return tokenizer.split_units
     return None
 
 

@@ -310,14 +310,14 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
     os.makedirs(work_dir, exist_ok=True)
     summary = Summary(input_files=len(inputs), output_files=outputs, dynamic_masking=config.dynamic_masking)
     pieces: dict[int, list[list[int]]] = {}
-    context = multiprocessing.get_context("spawn")  # TF-free, thread-safe children
+    context = _worker_context()
     progress = {key: context.Value("q", 0) for key in ("bytes", "documents", "instances")}
     total_bytes = sum(block.num_bytes for block in blocks)
     reporter = _ProgressReporter(progress, total_bytes, started, enabled=config.progress)
-    reporter.start()
     try:
         num_workers = min(config.num_workers, len(blocks))
         if num_workers <= 1:
+            reporter.start()
             worker = BlockWorker(config, work_dir, len(outputs), progress)
             for block in blocks:
                 counts = worker.run(block)
@@ -325,6 +325,7 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
                 pieces[counts["block"]] = counts["pieces"]
         else:
             with context.Pool(num_workers, _init_worker, (config, work_dir, len(outputs), progress)) as pool:
+                reporter.start()  # only now: a forked worker must not inherit a running thread
                 for counts in pool.imap_unordered(_run_block, blocks):
                     summary.add_block(counts)
                     pieces[counts["block"]] = counts["pieces"]
@@ -334,6 +335,16 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
     shutil.rmtree(work_dir, ignore_errors=True)
     summary.elapsed_seconds = time.time() - started
     return summary
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Fork when it is safe: on Linux, in a process that runs one thread and has not loaded
+    TensorFlow (as `create_pretraining_data.py`'s); a forked worker starts in milliseconds, where a
+    spawned one spends a large part of a small run importing numpy and bert_tf again. Else spawn."""
+    if (sys.platform.startswith("linux") and threading.active_count() == 1
+            and "tensorflow" not in sys.modules):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
 
 
 def _work_dir(config: PretrainingDataConfig, inputs: Sequence[str], outputs: Sequence[str]) -> str:
@@ -364,7 +375,7 @@ class _ProgressReporter:
             self._thread.start()
 
     def stop(self) -> None:
-        if self.enabled:
+        if self.enabled and self._thread.ident is not None:
             self._stop.set()
             self._thread.join()
             self._print(final=True)
