@@ -12,8 +12,9 @@ Input: text files, one sentence per line, a blank line between documents. Exampl
 `--output_file=out/train.tfrecord@64` writes 64 shards. See docs/pretraining_data.md.
 """
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import cli
 from bert_tf.data.pretraining import InstanceOptions
 from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 
@@ -60,7 +61,7 @@ def main(argv):
 
 def run():
     flags.mark_flags_as_required(["input_file", "output_file"])
-    app.run(main)
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

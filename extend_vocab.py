@@ -16,8 +16,7 @@ or grow the embedding table and the masked-LM output bias by one row per token:
 
 from absl import app, flags
 
-from bert_tf import hf_weights, vocab_extension
-from bert_tf.config import BertConfig
+from bert_tf import cli, model_config, vocab_extension
 
 FLAGS = flags.FLAGS
 
@@ -44,13 +43,7 @@ def main(argv):
             tokens += [line.strip() for line in f if line.strip()]
     if not tokens:
         raise app.UsageError("give the tokens to add with --new_tokens or --new_tokens_file")
-    if FLAGS.bert_config_file:
-        config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    elif hf_weights.is_hf_directory(FLAGS.init_checkpoint):
-        config = hf_weights.bert_config_from_hf(FLAGS.init_checkpoint)
-    else:
-        raise app.UsageError("--bert_config_file is required unless --init_checkpoint is a "
-                             "Hugging Face directory")
+    config = model_config.resolve_model_config(FLAGS.bert_config_file, FLAGS.init_checkpoint)
     result = vocab_extension.extend_vocabulary(
         FLAGS.init_checkpoint, FLAGS.vocab_file, config, tokens, FLAGS.output_dir, mode=FLAGS.mode,
         do_lower_case=FLAGS.do_lower_case, seed=FLAGS.seed)
@@ -61,7 +54,7 @@ def main(argv):
 
 def run():
     flags.mark_flags_as_required(["init_checkpoint", "vocab_file", "output_dir"])
-    app.run(main)
+    cli.run_main(main)
 
 
 if __name__ == "__main__":
