@@ -31,7 +31,7 @@ FLAG_ERROR_STATUS = 2
 # Refusals of the file system that the user can fix (permissions, space, paths): not bugs.
 _ENVIRONMENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS,
                                  errno.EDQUOT, errno.ENOENT, errno.ENOTDIR, errno.EISDIR,
-                                 errno.ENAMETOOLONG})
+                                 errno.EEXIST, errno.ENAMETOOLONG})
 
 
 def traceback_requested(flag_values: flags.FlagValues = flags.FLAGS) -> bool:

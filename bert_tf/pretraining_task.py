@@ -110,10 +110,11 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     task = PretrainingTask(bert_config)
     schema = features.pretraining_schema(options.max_seq_length, options.max_predictions_per_seq)
     # Validate every input before hours of training, not after.
-    datasets.resolve_input_files(options.input_file)
+    _check_first_record(datasets.resolve_input_files(options.input_file), schema)
     eval_files = options.eval_input_file or options.input_file
     if options.do_eval:
-        datasets.resolve_input_files(eval_files, flag="eval_input_file")
+        _check_first_record(datasets.resolve_input_files(eval_files, flag="eval_input_file"),
+                            schema)
     results: dict[str, float] = {}
     if options.do_train:
         results = training.train(task, run_config,
@@ -129,6 +130,12 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
         if training.is_chief(strategy):
             _write_eval_results(run_config.output_dir, results)
     return results
+
+
+def _check_first_record(files: list[str], schema: features.Schema) -> None:
+    """Decodes the first record of the first local file, so that records written for another
+    --max_seq_length/--max_predictions_per_seq fail here naming the file, not deep in tf.data."""
+    schema.check_files([path for path in files if "://" not in path][:1])
 
 
 def _write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:
