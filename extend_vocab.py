@@ -10,8 +10,9 @@ or grow the embedding table and the masked-LM output bias by one row per token:
 
   python extend_vocab.py ... --new_tokens_file=my_tokens.txt --mode=append --output_dir=...
 
---init_checkpoint also accepts a bert_tf output_dir or a Hugging Face directory (then
---bert_config_file may be left out). Point later runs at --output_dir's three files.
+--init_checkpoint also accepts a bert_tf output_dir or a Hugging Face directory; --bert_config_file
+may be left out when a bert_config.json (or a Hugging Face config.json) lies beside the
+checkpoint. Point later runs at --output_dir's three files.
 """
 
 from absl import app, flags
@@ -23,8 +24,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint whose vocabulary grows (TF1 prefix or "
                     "directory, bert_tf output_dir, or Hugging Face directory).")
 flags.DEFINE_string("vocab_file", None, "The checkpoint's vocab.txt.")
-flags.DEFINE_string("bert_config_file", None, "The checkpoint's bert_config.json (default for a "
-                    "Hugging Face directory: its config.json).")
+flags.DEFINE_string("bert_config_file", None, "The checkpoint's bert_config.json (default: the "
+                    "one beside --init_checkpoint, or a Hugging Face directory's config.json).")
 flags.DEFINE_list("new_tokens", [], "Tokens to add, comma-separated.")
 flags.DEFINE_string("new_tokens_file", None, "Tokens to add, one per line (added after --new_tokens).")
 flags.DEFINE_enum("mode", "unused", list(vocab_extension.MODES),

@@ -77,7 +77,7 @@ def parse_flags(argv: Sequence[str], flag_values: flags.FlagValues = flags.FLAGS
         fail(f"{' '.join(str(e).split())} (--helpshort lists the flags)", FLAG_ERROR_STATUS)
 
 
-def run_main(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None) -> None:
+def run_main(main: Callable[[list[str]], Any]) -> None:
     """`absl.app.run(main)` with the error handling of the module docstring."""
 
     def guarded_main(args: list[str]) -> Any:
@@ -89,4 +89,4 @@ def run_main(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None
                 raise
             fail(message)
 
-    app.run(guarded_main, argv=None if argv is None else list(argv), flags_parser=parse_flags)
+    app.run(guarded_main, flags_parser=parse_flags)

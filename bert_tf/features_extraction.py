@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, tokenization
+from bert_tf import checkpoints, model_config, tokenization
 from bert_tf.config import BertConfig
 from bert_tf.data.classifier_features import truncate_pair_lengths
 from bert_tf.errors import MissingFileError, UserError

@@ -137,8 +137,6 @@ def prepare_split(source: str, sentences: list[tagging.Sentence], options: NerOp
                   labels: Sequence[str], tokenizer, record_path: str, pad_to_multiple: int = 1,
                   need_tags: bool = True) -> Split:
     """Converts a file's sentences into windows and writes them as TFRecords."""
-    if not sentences:
-        raise UserError(f"{source}: no sentences (blank lines separate them)")
     tagged = sentences[0].tags is not None
     if need_tags and not tagged:
         raise UserError(f"{source}: no tag column; training and evaluation need tags")

@@ -27,7 +27,7 @@ from bert_tf import finetuning, losses, models, training
 from bert_tf.config import BertConfig
 from bert_tf.data import datasets, squad, squad_postprocess, squad_records
 from bert_tf.data import features as record_schemas
-from bert_tf.errors import UserError
+from bert_tf.errors import MissingFileError, UserError
 from bert_tf.metrics import pretraining as pretraining_metrics
 from bert_tf.metrics import squad as squad_metrics
 
@@ -148,6 +148,10 @@ def _check(options: SquadOptions) -> None:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
         raise UserError("--do_predict needs --predict_file")
+    for flag, path, needed in (("train_file", options.train_file, options.do_train),
+                               ("predict_file", options.predict_file, options.do_predict)):
+        if needed and "://" not in path and not os.path.isfile(path):
+            raise MissingFileError(f"{path}: SQuAD file not found (check --{flag})")
     if options.max_seq_length <= options.max_query_length + 3:
         raise UserError(f"--max_seq_length={options.max_seq_length} must be greater than "
                          f"--max_query_length + 3 = {options.max_query_length + 3}")

@@ -91,7 +91,8 @@ CASES = [
     # run_pretraining.py
     Case("pretrain_no_input", "run_pretraining.py",
          ("--input_file={d}/nope.tfrecord", "--output_dir={d}/pt1", "--do_train",
-          "--bert_config_file={d}/bert_config.json"), "--input_file", absent=("pt1/checkpoint",)),
+          "--bert_config_file={d}/bert_config.json", "--max_seq_length=13"), "--input_file",
+         absent=("pt1/checkpoint",)),
     Case("pretrain_records_of_wrong_length", "run_pretraining.py",
          ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt2", "--do_train",
           "--bert_config_file={d}/bert_config.json", "--max_seq_length=13",
@@ -117,7 +118,7 @@ CASES = [
     # run_squad.py
     Case("squad_missing_file", "run_squad.py",
          ("--do_predict", "--predict_file={d}/missing.json", "--output_dir={d}/sq1", *_SQUAD),
-         "missing.json: SQuAD file not found", absent=("sq1/predictions.json",)),
+         "missing.json: SQuAD file not found (check --predict_file)", absent=("sq1/predictions.json",)),
     Case("squad_malformed_json", "run_squad.py",
          ("--do_predict", "--predict_file={d}/squad_bad.json", "--output_dir={d}/sq2", *_SQUAD),
          "squad_bad.json: not valid JSON", absent=("sq2/predictions.json",)),
@@ -141,7 +142,8 @@ CASES = [
     # extract_features.py
     Case("extract_missing_input", "extract_features.py",
          ("--input_file={d}/missing_lines.txt", "--output_file={d}/features1.jsonl",
-          "--init_checkpoint={d}/google", "--vocab_file={d}/vocab.txt", "--max_seq_length=16"),
+          "--init_checkpoint={d}/google", "--vocab_file={d}/vocab.txt", "--max_seq_length=16",
+          "--layers=-1"),
          "missing_lines.txt: input file not found", absent=("features1.jsonl",)),
     Case("extract_checkpoint_of_wrong_size", "extract_features.py",
          (*_EXTRACT, *_MODEL, "--init_checkpoint={d}/wrong/bert_model.ckpt"),

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from bert_tf import cli, model_config
@@ -112,34 +111,3 @@ def test_a_flag_that_does_not_parse_exits_with_2(tmp_path):
     run = _create_pretraining_data(tmp_path, {}, "--dupe_factor=many")
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith("error: flag --dupe_factor=many: ")
-
-
-def test_extract_features_runs_from_hugging_face_and_google_directories(tmp_path):
-    """No --bert_config_file: MiniLM as a Hugging Face directory and as its Google export give
-    the same features."""
-    from bert_tf import checkpoints  # noqa: PLC0415 (TensorFlow only for this test)
-    from bert_tf.modeling import BertEncoder  # noqa: PLC0415
-
-    config = model_config.resolve_model_config(None, MINILM_DIR)
-    encoder = BertEncoder(config)
-    checkpoints.init_from_checkpoint(encoder, MINILM_DIR)
-    google = tmp_path / "minilm_google"
-    checkpoints.export_google_checkpoint(encoder, str(google / "bert_model.ckpt"))
-    (tmp_path / "lines.txt").write_text("the cat sat on the mat.\nhello world ||| bye\n")
-    outputs = {}
-    for name, init in (("hf", MINILM_DIR), ("google", str(google))):
-        out = tmp_path / f"{name}.jsonl"
-        run = subprocess.run(
-            [sys.executable, os.path.join(REPO, "extract_features.py"),
-             f"--input_file={tmp_path}/lines.txt", f"--output_file={out}",
-             f"--init_checkpoint={init}", f"--vocab_file={MINILM_DIR}/vocab.txt",
-             "--max_seq_length=16", "--layers=-1", "--batch_size=2"],
-            capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stderr[-3000:]
-        with open(out, encoding="utf-8") as f:
-            outputs[name] = [json.loads(line) for line in f]
-    assert len(outputs["hf"]) == 2
-    for hf_line, google_line in zip(outputs["hf"], outputs["google"]):
-        hf_values = [f["layers"][0]["values"] for f in hf_line["features"]]
-        google_values = [f["layers"][0]["values"] for f in google_line["features"]]
-        np.testing.assert_allclose(hf_values, google_values, atol=1e-5)

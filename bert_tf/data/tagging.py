@@ -28,7 +28,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import tokenization
-from bert_tf.errors import MissingFileError, UserError
+from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 from bert_tf.metrics import tagging as tag_metrics
 
 DATA_FORMATS = ("conll", "char")
@@ -93,7 +93,7 @@ def read_sentences(path: str, data_format: str = "conll") -> list[Sentence]:
     Raises:
       FileNotFoundError: no such file.
       ValueError (naming the file and line): a malformed line or tag, or a file that gives tags
-        on some lines and not on others.
+        on some lines and not on others; a file without sentences (EmptyInputError).
     """
     sentences: list[Sentence] = []
     words: list[str] = []
@@ -122,6 +122,9 @@ def read_sentences(path: str, data_format: str = "conll") -> list[Sentence]:
     if words:
         sentences.append(Sentence(tuple(words), None if tags[0] is None else tuple(tags),
                                   tuple(numbers)))
+    if not sentences:
+        raise EmptyInputError(f"{path}: no sentences; expected one word per line (with its tag "
+                              "for training and evaluation), a blank line between sentences")
     return sentences
 
 
