@@ -30,7 +30,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, model_config, tokenization
-from bert_tf.config import BertConfig
 from bert_tf.data.classifier_features import truncate_pair_lengths
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.modeling import BertEncoder
