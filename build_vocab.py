@@ -10,8 +10,9 @@ from raw text, then prints its [UNK] rate and coverage on that text. Example:
 See docs/tokenization.md.
 """
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import cli
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.vocab_builder import VocabBuildConfig, build_vocab, summary_lines
 
@@ -41,7 +42,7 @@ def main(argv):
 
 def run():
     flags.mark_flags_as_required(["input_file", "output_file"])
-    app.run(main)
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,11 @@ Input: text files, one sentence per line, a blank line between documents. Exampl
 See docs/pretraining_data.md.
 """
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import cli
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.beam import BeamMissingError, create_pretraining_data_on_beam
+from bert_tf.beam import create_pretraining_data_on_beam
 from bert_tf.data.pretraining import InstanceOptions
 from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 
@@ -76,10 +77,7 @@ def main(argv):
         progress=FLAGS.progress, chinese_conversion=FLAGS.chinese_conversion,
         chinese_segmenter=FLAGS.chinese_segmenter, dynamic_masking=FLAGS.dynamic_masking)
     if FLAGS.runner == "beam":
-        try:
-            summary = create_pretraining_data_on_beam(config, FLAGS.beam_pipeline_options)
-        except BeamMissingError as e:
-            raise SystemExit(f"error: {e}") from None
+        summary = create_pretraining_data_on_beam(config, FLAGS.beam_pipeline_options)
     else:
         summary = create_pretraining_data(config)
     print("\n".join(summary.lines()))
@@ -87,7 +85,7 @@ def main(argv):
 
 def run():
     flags.mark_flags_as_required(["input_file", "output_file"])
-    app.run(main)
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

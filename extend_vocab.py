@@ -10,22 +10,22 @@ or grow the embedding table and the masked-LM output bias by one row per token:
 
   python extend_vocab.py ... --new_tokens_file=my_tokens.txt --mode=append --output_dir=...
 
---init_checkpoint also accepts a bert_tf output_dir or a Hugging Face directory (then
---bert_config_file may be left out). Point later runs at --output_dir's three files.
+--init_checkpoint also accepts a bert_tf output_dir or a Hugging Face directory; --bert_config_file
+may be left out when a bert_config.json (or a Hugging Face config.json) lies beside the
+checkpoint. Point later runs at --output_dir's three files.
 """
 
 from absl import app, flags
 
-from bert_tf import hf_weights, vocab_extension
-from bert_tf.config import BertConfig
+from bert_tf import cli, model_config, vocab_extension
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint whose vocabulary grows (TF1 prefix or "
                     "directory, bert_tf output_dir, or Hugging Face directory).")
 flags.DEFINE_string("vocab_file", None, "The checkpoint's vocab.txt.")
-flags.DEFINE_string("bert_config_file", None, "The checkpoint's bert_config.json (default for a "
-                    "Hugging Face directory: its config.json).")
+flags.DEFINE_string("bert_config_file", None, "The checkpoint's bert_config.json (default: the "
+                    "one beside --init_checkpoint, or a Hugging Face directory's config.json).")
 flags.DEFINE_list("new_tokens", [], "Tokens to add, comma-separated.")
 flags.DEFINE_string("new_tokens_file", None, "Tokens to add, one per line (added after --new_tokens).")
 flags.DEFINE_enum("mode", "unused", list(vocab_extension.MODES),
@@ -44,13 +44,7 @@ def main(argv):
             tokens += [line.strip() for line in f if line.strip()]
     if not tokens:
         raise app.UsageError("give the tokens to add with --new_tokens or --new_tokens_file")
-    if FLAGS.bert_config_file:
-        config = BertConfig.from_json_file(FLAGS.bert_config_file)
-    elif hf_weights.is_hf_directory(FLAGS.init_checkpoint):
-        config = hf_weights.bert_config_from_hf(FLAGS.init_checkpoint)
-    else:
-        raise app.UsageError("--bert_config_file is required unless --init_checkpoint is a "
-                             "Hugging Face directory")
+    config = model_config.resolve_model_config(FLAGS.bert_config_file, FLAGS.init_checkpoint)
     result = vocab_extension.extend_vocabulary(
         FLAGS.init_checkpoint, FLAGS.vocab_file, config, tokens, FLAGS.output_dir, mode=FLAGS.mode,
         do_lower_case=FLAGS.do_lower_case, seed=FLAGS.seed)
@@ -61,7 +55,7 @@ def main(argv):
 
 def run():
     flags.mark_flags_as_required(["init_checkpoint", "vocab_file", "output_dir"])
-    app.run(main)
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Example (one sentence, or `text_a ||| text_b`, per line):
 
 from absl import app, flags, logging
 
-from bert_tf import features_extraction, training_flags
+from bert_tf import cli, features_extraction, training_flags
 
 FLAGS = flags.FLAGS
 
@@ -49,8 +49,8 @@ def main(argv):
 
 
 def run():
-    flags.mark_flags_as_required(["input_file", "output_file", "bert_config_file", "init_checkpoint"])
-    app.run(main)
+    flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

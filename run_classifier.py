@@ -14,9 +14,9 @@ Your own files: --task_name=custom with --task_spec=spec.json, or --text_a_colum
 --label_column=label [--text_b_column=...] (docs/classifier.md).
 """
 
-from absl import app, flags
+from absl import flags
 
-from bert_tf import classifier_task, training_flags
+from bert_tf import classifier_task, cli, training_flags
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data import classification
 
@@ -57,8 +57,8 @@ def main(argv):
 
 
 def run():
-    flags.mark_flags_as_required(["task_name", "data_dir", "bert_config_file", "output_dir"])
-    app.run(main)
+    flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

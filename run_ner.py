@@ -13,9 +13,9 @@ flags, and the tagging flags --data_format, --tag_scheme, --labels and the file 
 Chinese, one character and its tag per line: add --data_format=char (docs/ner.md).
 """
 
-from absl import app, flags
+from absl import flags
 
-from bert_tf import ner_task, training_flags
+from bert_tf import cli, ner_task, training_flags
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data import tagging
 
@@ -53,8 +53,8 @@ def main(argv):
 
 
 def run():
-    flags.mark_flags_as_required(["data_dir", "bert_config_file", "output_dir"])
-    app.run(main)
+    flags.mark_flags_as_required(["data_dir", "output_dir"])
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ the same command resumes from the latest checkpoint in --output_dir.
     --num_train_steps=20 --num_warmup_steps=10 --learning_rate=2e-5
 """
 
-from absl import app, flags
+from absl import flags
 
-from bert_tf import pretraining_task, training_flags
+from bert_tf import cli, pretraining_task, training_flags
 
 FLAGS = flags.FLAGS
 
@@ -39,7 +39,7 @@ flags.DEFINE_bool("export_google_checkpoint", False, "At the end of training, al
                   "model in the original's TF1 layout to <output_dir>/google_checkpoint/.")
 training_flags.define_model_flags(tokenizer=False)
 training_flags.define_flags()
-flags.mark_flags_as_required(["input_file", "bert_config_file", "output_dir"])
+flags.mark_flags_as_required(["input_file", "output_dir"])
 
 
 def main(argv):
@@ -50,7 +50,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

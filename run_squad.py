@@ -15,9 +15,9 @@ SQuAD 2.0: add --version_2_with_negative (and --null_score_diff_threshold=auto t
 threshold on the predict file); see docs/squad.md.
 """
 
-from absl import app, flags
+from absl import flags
 
-from bert_tf import squad_task, training_flags
+from bert_tf import cli, squad_task, training_flags
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
 
 FLAGS = flags.FLAGS
@@ -52,8 +52,8 @@ def main(argv):
 
 
 def run():
-    flags.mark_flags_as_required(["bert_config_file", "output_dir"])
-    app.run(main)
+    flags.mark_flags_as_required(["output_dir"])
+    cli.run_main(main)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import hf_weights
+from bert_tf.errors import UserError
 
 KIND_TF1, KIND_BERT_TF, KIND_HF = "tf1", "bert_tf", "huggingface"
 KIND_WORDS = {KIND_TF1: "original TF1 checkpoint", KIND_BERT_TF: "bert_tf training checkpoint",
@@ -31,7 +32,7 @@ OBJECT_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 LazyArrays = Mapping[str, Callable[[], np.ndarray]]
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint that cannot be found, read or matched to the model."""
 
 

@@ -26,6 +26,7 @@ from absl import logging
 from bert_tf import finetuning, losses, models, serving, training
 from bert_tf.config import BertConfig
 from bert_tf.data import classification, classifier_features
+from bert_tf.errors import UserError
 from bert_tf.metrics import classification as glue_metrics
 
 
@@ -135,7 +136,7 @@ def resolve_task(options: ClassifierOptions) -> classification.TaskSpec:
     if not task.regression and task.labels is None:
         train_path = os.path.join(options.data_dir, task.splits["train"].filename)
         if not os.path.isfile(train_path):
-            raise ValueError(f"{train_path}: not found, and the custom task gives no 'labels'; "
+            raise UserError(f"{train_path}: not found, and the custom task gives no 'labels'; "
                              "add the label list to the spec (or --label_list) to run without it")
         task = classification.infer_labels(task, options.data_dir)
     return task
@@ -156,9 +157,9 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
        "export_dir": str} for the steps that ran.
     """
     if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
-        raise ValueError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
+        raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir")
-    bert_config = options.load_bert_config()
+    bert_config = options.load_bert_config(run_config)
     task = resolve_task(options)
     os.makedirs(run_config.output_dir, exist_ok=True)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)

@@ -10,12 +10,14 @@ import json
 import os
 from typing import Any, Mapping
 
+from bert_tf.errors import UserError
+
 # Activations the original accepts in `hidden_act`, plus "gelu_exact" (the erf form) which is ours.
 # "gelu" is the tanh approximation, as in the original.
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A bert_config.json whose values cannot describe a model."""
 
 
@@ -86,6 +88,8 @@ class BertConfig:
             raise ConfigError(f"{path}: bert config file not found (check --bert_config_file)") from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{path}: not UTF-8 ({e.reason}); JSON files are UTF-8") from None
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: expected a JSON object of model settings")
         try:

@@ -17,6 +17,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.errors import UserError
+
 STRATEGIES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
 _POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
@@ -24,7 +26,7 @@ _POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mix
 def policy_name(dtype: str) -> str:
     """--dtype → Keras policy: compute in `dtype`, keep float32 variables (master weights)."""
     if dtype not in _POLICIES:
-        raise ValueError(f"--dtype must be one of {', '.join(_POLICIES)}, got {dtype!r}")
+        raise UserError(f"--dtype must be one of {', '.join(_POLICIES)}, got {dtype!r}")
     return _POLICIES[dtype]
 
 
@@ -60,7 +62,7 @@ def get_strategy(name: str | None = None, *, use_tpu: bool = False, num_gpus: in
     """
     name = name or default_strategy_name(use_tpu, num_gpus)
     if name not in STRATEGIES:
-        raise ValueError(f"--distribution_strategy must be one of {', '.join(STRATEGIES)}, "
+        raise UserError(f"--distribution_strategy must be one of {', '.join(STRATEGIES)}, "
                          f"got {name!r}")
     if name == "tpu":
         strategy = _tpu_strategy(tpu_name or master, tpu_zone, gcp_project)
@@ -68,7 +70,7 @@ def get_strategy(name: str | None = None, *, use_tpu: bool = False, num_gpus: in
         strategy = tf.distribute.MirroredStrategy(devices=_mirrored_devices(num_gpus))
     elif name == "multi_worker_mirrored":
         if not os.environ.get("TF_CONFIG"):
-            raise ValueError("multi_worker_mirrored needs the TF_CONFIG environment variable "
+            raise UserError("multi_worker_mirrored needs the TF_CONFIG environment variable "
                              "(cluster and task of this process); see docs/training.md")
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     else:
@@ -85,7 +87,7 @@ def _tpu_strategy(tpu: str | None, zone: str | None, project: str | None):
         # On a TPU VM the local TPU needs no name; elsewhere the resolver's error says what to do.
         tpu = "local" if os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio") else None
     if tpu is None:
-        raise ValueError("--distribution_strategy=tpu (or --use_tpu) needs --tpu_name or --master "
+        raise UserError("--distribution_strategy=tpu (or --use_tpu) needs --tpu_name or --master "
                          "unless it runs on a TPU VM")
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu, zone=zone,
                                                                  project=project)
@@ -100,7 +102,7 @@ def _mirrored_devices(num_gpus: int | None) -> list[str]:
     if num_gpus is None:
         num_gpus = len(gpus)
     if num_gpus > len(gpus):
-        raise ValueError(f"--num_gpus={num_gpus} but only {len(gpus)} GPUs are visible")
+        raise UserError(f"--num_gpus={num_gpus} but only {len(gpus)} GPUs are visible")
     if num_gpus == 0:
         # Every logical CPU device (tests split the CPU into several; a plain host has one).
         return [device.name for device in tf.config.list_logical_devices("CPU")]

@@ -29,9 +29,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, tokenization
-from bert_tf.config import BertConfig
+from bert_tf import checkpoints, model_config, tokenization
 from bert_tf.data.classifier_features import truncate_pair_lengths
+from bert_tf.errors import MissingFileError, UserError
 from bert_tf.modeling import BertEncoder
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -44,7 +44,7 @@ class ExtractionOptions:
 
     input_file: str
     output_file: str
-    bert_config_file: str
+    bert_config_file: str | None  # None: the init_checkpoint's config (see model_config)
     init_checkpoint: str
     vocab_file: str | None = None
     spm_model_file: str | None = None
@@ -127,7 +127,7 @@ def layer_function(encoder: BertEncoder, layers: Sequence[int]):
 def check_layers(layers: Sequence[int], num_layers: int) -> None:
     bad = [i for i in layers if not -num_layers <= i < num_layers]
     if bad or not layers:
-        raise ValueError(f"--layers {','.join(map(str, layers))}: the model has {num_layers} "
+        raise UserError(f"--layers {','.join(map(str, layers))}: the model has {num_layers} "
                          f"layers; use indexes from {-num_layers} (first) to -1 (last), or 0 to "
                          f"{num_layers - 1}")
 
@@ -185,13 +185,13 @@ def extract_features(options: ExtractionOptions) -> int:
     Returns:
       The number of lines written.
     """
-    config = BertConfig.from_json_file(options.bert_config_file)
+    config = model_config.resolve_model_config(options.bert_config_file, options.init_checkpoint)
     check_layers(options.layers, config.num_hidden_layers)
     if not 2 < options.max_seq_length <= config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length {options.max_seq_length} must be in 3.."
+        raise UserError(f"--max_seq_length {options.max_seq_length} must be in 3.."
                          f"{config.max_position_embeddings} (max_position_embeddings)")
     if not tf.io.gfile.exists(options.input_file):
-        raise FileNotFoundError(f"{options.input_file}: input file not found (check --input_file)")
+        raise MissingFileError(f"{options.input_file}: input file not found (check --input_file)")
     tokenizer = tokenization.create_tokenizer(vocab_file=options.vocab_file,
                                               spm_model_file=options.spm_model_file,
                                               do_lower_case=options.do_lower_case)

@@ -6,8 +6,7 @@
 - `EncoderTask`: a `training.Task` whose model reads the encoder's three inputs only.
 - `epochs_run_config`: the original's count of updates from examples, batch size and epochs, with
   its warm-up proportion.
-- `load_bert_config`, `write_lines`, `write_label_list`, `write_results`: checked config loading
-  and atomic text outputs.
+- `write_lines`, `write_label_list`, `write_results`: atomic text outputs.
 """
 
 from __future__ import annotations
@@ -20,22 +19,13 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import tokenization, training
+from bert_tf import model_config, tokenization, training
 from bert_tf.config import BertConfig
+from bert_tf.errors import UserError
 from bert_tf.metrics import pretraining as pretraining_metrics
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 LABEL_LIST_FILE = "label_list.txt"
-
-
-def load_bert_config(bert_config_file: str, max_seq_length: int) -> BertConfig:
-    """The model's config, checked to hold sequences of `max_seq_length` tokens."""
-    config = BertConfig.from_json_file(bert_config_file)
-    if max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
-                         f"max_position_embeddings={config.max_position_embeddings} "
-                         f"({bert_config_file})")
-    return config
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -46,7 +36,7 @@ class FinetuningOptions:
     (SentencePiece) gives the tokenizer.
     """
 
-    bert_config_file: str
+    bert_config_file: str | None = None
     vocab_file: str | None = None
     spm_model_file: str | None = None
     do_lower_case: bool = True
@@ -74,8 +64,11 @@ class FinetuningOptions:
                                                              do_lower_case=self.do_lower_case),
                                self.chinese_conversion)
 
-    def load_bert_config(self) -> BertConfig:
-        return load_bert_config(self.bert_config_file, self.max_seq_length)
+    def load_bert_config(self, run_config: training.RunConfig) -> BertConfig:
+        """The model's config: --bert_config_file, else the checkpoint's or the run's own."""
+        return model_config.resolve_model_config(
+            self.bert_config_file, run_config.init_checkpoint, run_config.output_dir,
+            max_seq_length=self.max_seq_length)
 
 
 class EncoderTask(training.Task):
@@ -103,7 +96,7 @@ def epochs_run_config(run_config: training.RunConfig, options: FinetuningOptions
     batch = run_config.train_batch_size
     steps = num_train_steps(num_examples, batch, options.num_train_epochs)
     if steps < 1:
-        raise ValueError(f"{num_examples} {unit} make no full batch of {batch} in "
+        raise UserError(f"{num_examples} {unit} make no full batch of {batch} in "
                          f"{options.num_train_epochs} epochs")
     return run_config.replace(num_train_steps=steps,
                               num_warmup_steps=int(steps * options.warmup_proportion))

@@ -29,6 +29,7 @@ from bert_tf import finetuning, losses, models, training
 from bert_tf.config import BertConfig
 from bert_tf.data import classifier_features, datasets, tagging
 from bert_tf.data import features as record_schemas
+from bert_tf.errors import UserError
 from bert_tf.metrics import tagging as tag_metrics
 
 LABEL_LIST_FILE = finetuning.LABEL_LIST_FILE
@@ -124,10 +125,10 @@ def resolve_labels(options: NerOptions, output_dir: str,
             train = tagging.read_sentences(options.path(options.train_file), options.data_format)
         labels = tagging.labels_from_sentences(train, options.tag_scheme)
     if saved is not None and saved != labels:
-        raise ValueError(f"--labels {labels} differ from {saved_path} {saved}, the labels the "
+        raise UserError(f"--labels {labels} differ from {saved_path} {saved}, the labels the "
                          "checkpoints there were trained with; use another --output_dir")
     if len(labels) < 2:
-        raise ValueError(f"label list {labels}: the training file has no entities; check "
+        raise UserError(f"label list {labels}: the training file has no entities; check "
                          "--data_format and the tag column")
     return labels
 
@@ -136,11 +137,9 @@ def prepare_split(source: str, sentences: list[tagging.Sentence], options: NerOp
                   labels: Sequence[str], tokenizer, record_path: str, pad_to_multiple: int = 1,
                   need_tags: bool = True) -> Split:
     """Converts a file's sentences into windows and writes them as TFRecords."""
-    if not sentences:
-        raise ValueError(f"{source}: no sentences (blank lines separate them)")
     tagged = sentences[0].tags is not None
     if need_tags and not tagged:
-        raise ValueError(f"{source}: no tag column; training and evaluation need tags")
+        raise UserError(f"{source}: no tag column; training and evaluation need tags")
     tags = tagging.convert_tags([s.tags for s in sentences], options.tag_scheme) if tagged else None
     ids = tagging.label_ids(sentences, tags, labels, source) if tagged else None
     features = tagging.convert_sentences(sentences, ids, tokenizer, options.max_seq_length,
@@ -178,11 +177,11 @@ def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, sp
 
 def _check(options: NerOptions) -> None:
     if not (options.do_train or options.do_eval or options.do_predict):
-        raise ValueError("nothing to do: set at least one of --do_train, --do_eval, --do_predict")
+        raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict")
     if options.data_format not in tagging.DATA_FORMATS:
-        raise ValueError(f"--data_format must be one of {tagging.DATA_FORMATS}")
+        raise UserError(f"--data_format must be one of {tagging.DATA_FORMATS}")
     if options.tag_scheme not in tagging.TAG_SCHEMES:
-        raise ValueError(f"--tag_scheme must be one of {sorted(tagging.TAG_SCHEMES)}")
+        raise UserError(f"--tag_scheme must be one of {sorted(tagging.TAG_SCHEMES)}")
 
 
 def run_ner(options: NerOptions, run_config: training.RunConfig,
@@ -200,7 +199,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
        figures (tagged test file), "files": {name: path}} for the steps that ran.
     """
     _check(options)
-    bert_config = options.load_bert_config()
+    bert_config = options.load_bert_config(run_config)
     output_dir = run_config.output_dir
     os.makedirs(output_dir, exist_ok=True)
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
+from bert_tf.errors import UserError
+
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_TYPES = ("adamw", "lamb")
 
@@ -51,10 +53,10 @@ class WarmupLinearSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0):
         if num_train_steps <= 0:
-            raise ValueError(f"num_train_steps must be > 0 (got {num_train_steps}): the learning "
+            raise UserError(f"num_train_steps must be > 0 (got {num_train_steps}): the learning "
                              "rate decays linearly to 0 over it.")
         if num_warmup_steps < 0:
-            raise ValueError(f"num_warmup_steps must be >= 0 (got {num_warmup_steps}).")
+            raise UserError(f"num_warmup_steps must be >= 0 (got {num_warmup_steps}).")
         self.learning_rate = float(learning_rate)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
@@ -149,7 +151,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         if self.gradient_accumulation_steps and replicas > 1:
             # Keras accumulates inside a tf.cond, where tf.distribute cannot synchronise replicas.
-            raise ValueError("gradient_accumulation_steps needs a single replica: with several, "
+            raise UserError("gradient_accumulation_steps needs a single replica: with several, "
                              "sum the micro-batch gradients in the train step and apply once.")
         self.weight_decay_rate = float(weight_decay_rate)
         self.beta_1 = float(beta_1)
@@ -356,7 +358,7 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     """
     classes = {"adamw": AdamWeightDecay, "lamb": Lamb}
     if optimizer_type not in classes:
-        raise ValueError(f"Unknown optimizer_type {optimizer_type!r}: use one of "
+        raise UserError(f"Unknown optimizer_type {optimizer_type!r}: use one of "
                          f"{', '.join(OPTIMIZER_TYPES)}.")
     if gradient_accumulation_steps is not None and gradient_accumulation_steps <= 1:
         gradient_accumulation_steps = None

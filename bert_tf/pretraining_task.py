@@ -23,9 +23,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, losses, models, training
+from bert_tf import checkpoints, losses, model_config, models, training
 from bert_tf.config import BertConfig
 from bert_tf.data import datasets, dynamic_masking, features
+from bert_tf.errors import UserError
 from bert_tf.metrics import pretraining as pretraining_metrics
 
 GOOGLE_CHECKPOINT_DIR = "google_checkpoint"
@@ -40,7 +41,7 @@ class PretrainingOptions:
     """
 
     input_file: str
-    bert_config_file: str
+    bert_config_file: str | None = None
     eval_input_file: str | None = None
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
@@ -103,19 +104,18 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     """Trains and/or evaluates as `options` say; returns the eval results (or the last training
     figures when not evaluating)."""
     if not options.do_train and not options.do_eval:
-        raise ValueError("At least one of --do_train or --do_eval must be True.")
-    bert_config = BertConfig.from_json_file(options.bert_config_file)
-    if options.max_seq_length > bert_config.max_position_embeddings:
-        raise ValueError(
-            f"--max_seq_length={options.max_seq_length} is longer than max_position_embeddings="
-            f"{bert_config.max_position_embeddings} of {options.bert_config_file}")
+        raise UserError("At least one of --do_train or --do_eval must be True.")
+    bert_config = model_config.resolve_model_config(
+        options.bert_config_file, run_config.init_checkpoint, run_config.output_dir,
+        max_seq_length=options.max_seq_length)
     task = PretrainingTask(bert_config)
     schema = features.pretraining_schema(options.max_seq_length, options.max_predictions_per_seq)
     # Validate every input before hours of training, not after.
-    datasets.resolve_input_files(options.input_file)
+    _check_first_record(datasets.resolve_input_files(options.input_file), schema)
     eval_files = options.eval_input_file or options.input_file
     if options.do_eval:
-        datasets.resolve_input_files(eval_files, flag="eval_input_file")
+        _check_first_record(datasets.resolve_input_files(eval_files, flag="eval_input_file"),
+                            schema)
     results: dict[str, float] = {}
     if options.do_train:
         results = training.train(task, run_config,
@@ -131,6 +131,12 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
         if training.is_chief(strategy):
             _write_eval_results(run_config.output_dir, results)
     return results
+
+
+def _check_first_record(files: list[str], schema: features.Schema) -> None:
+    """Decodes the first record of the first local file, so that records written for another
+    --max_seq_length/--max_predictions_per_seq fail here naming the file, not deep in tf.data."""
+    schema.check_files([path for path in files if "://" not in path][:1])
 
 
 def _write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:

@@ -28,6 +28,7 @@ from bert_tf.chinese import conversion
 from bert_tf.config import BertConfig
 from bert_tf.data import datasets, squad, squad_postprocess, squad_records
 from bert_tf.data import features as record_schemas
+from bert_tf.errors import MissingFileError, UserError
 from bert_tf.metrics import pretraining as pretraining_metrics
 from bert_tf.metrics import squad as squad_metrics
 
@@ -71,7 +72,7 @@ def parse_threshold(value: str) -> float | str:
     try:
         return float(value)
     except ValueError:
-        raise ValueError("--null_score_diff_threshold must be a number or auto, "
+        raise UserError("--null_score_diff_threshold must be a number or auto, "
                          f"got {value!r}") from None
 
 
@@ -144,16 +145,20 @@ def predict_input_fn(cached: squad_records.CachedRecords, max_seq_length: int):
 
 def _check(options: SquadOptions) -> None:
     if not (options.do_train or options.do_predict):
-        raise ValueError("nothing to do: set --do_train and/or --do_predict")
+        raise UserError("nothing to do: set --do_train and/or --do_predict")
     if options.do_train and not options.train_file:
-        raise ValueError("--do_train needs --train_file")
+        raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
-        raise ValueError("--do_predict needs --predict_file")
+        raise UserError("--do_predict needs --predict_file")
+    for flag, path, needed in (("train_file", options.train_file, options.do_train),
+                               ("predict_file", options.predict_file, options.do_predict)):
+        if needed and "://" not in path and not os.path.isfile(path):
+            raise MissingFileError(f"{path}: SQuAD file not found (check --{flag})")
     if options.max_seq_length <= options.max_query_length + 3:
-        raise ValueError(f"--max_seq_length={options.max_seq_length} must be greater than "
+        raise UserError(f"--max_seq_length={options.max_seq_length} must be greater than "
                          f"--max_query_length + 3 = {options.max_query_length + 3}")
     if options.null_score_diff_threshold == AUTO_THRESHOLD and not options.version_2_with_negative:
-        raise ValueError("--null_score_diff_threshold=auto needs --version_2_with_negative")
+        raise UserError("--null_score_diff_threshold=auto needs --version_2_with_negative")
 
 
 def run_squad(options: SquadOptions, run_config: training.RunConfig,
@@ -177,7 +182,7 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                      options.predict_file if options.do_predict else None):
             if path:
                 squad.check_conversion_keeps_offsets(path, convert)
-    task = SpanTask(options.load_bert_config())
+    task = SpanTask(options.load_bert_config(run_config))
     tokenizer = options.create_tokenizer(run_config.init_checkpoint)
     out: dict[str, Any] = {}
     if options.do_train:
@@ -228,7 +233,7 @@ def _predict(options: SquadOptions, task: SpanTask, run_config: training.RunConf
     threshold = options.null_score_diff_threshold
     if threshold == AUTO_THRESHOLD:
         if not gold:
-            raise ValueError("--null_score_diff_threshold=auto needs answers in "
+            raise UserError("--null_score_diff_threshold=auto needs answers in "
                              f"{options.predict_file}")
         threshold = best_threshold(dataset, predictions)
         logging.info("null_score_diff_threshold=auto: %.4f maximises F1 on %s", threshold,

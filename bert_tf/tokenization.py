@@ -33,6 +33,7 @@ from typing import Iterable, Sequence
 import sentencepiece
 from absl import logging
 
+from bert_tf.errors import MissingFileError, UserError
 from bert_tf.fast_wordpiece import ForwardWordpiece, WordMemo
 
 # Words longer than this become [UNK], as in the original.
@@ -64,9 +65,9 @@ def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, i
             for index, raw in enumerate(f):
                 vocab[convert_to_unicode(raw).strip()] = index
     except FileNotFoundError:
-        raise FileNotFoundError(f"{vocab_file}: vocabulary file not found (check --vocab_file)") from None
+        raise MissingFileError(f"{vocab_file}: vocabulary file not found (check --vocab_file)") from None
     if not vocab:
-        raise ValueError(f"{vocab_file}: vocabulary file is empty")
+        raise UserError(f"{vocab_file}: vocabulary file is empty")
     return vocab
 
 
@@ -388,12 +389,12 @@ class SentencePieceTokenizer(_VocabConversions):
     def __init__(self, spm_model_file: str | os.PathLike, do_lower_case: bool = False):
         path = os.fspath(spm_model_file)
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: SentencePiece model not found (check --spm_model_file)")
+            raise MissingFileError(f"{path}: SentencePiece model not found (check --spm_model_file)")
         self.sp_model = sentencepiece.SentencePieceProcessor()
         try:
             self.sp_model.Load(path)
         except (OSError, RuntimeError) as e:
-            raise ValueError(f"{path}: not a SentencePiece model file ({e}); --spm_model_file "
+            raise UserError(f"{path}: not a SentencePiece model file ({e}); --spm_model_file "
                              "takes the .model file that spm_train wrote") from None
         pieces = [self.sp_model.id_to_piece(i) for i in range(self.sp_model.get_piece_size())]
         self.vocab: collections.OrderedDict[str, int] = collections.OrderedDict(
@@ -419,7 +420,7 @@ def create_tokenizer(vocab_file: str | os.PathLike | None = None,
     `--spm_model_file` (exactly one of the two)."""
     if bool(vocab_file) == bool(spm_model_file):
         given = "both were given" if vocab_file else "neither was given"
-        raise ValueError("Pass exactly one of --vocab_file (a WordPiece vocab.txt) and "
+        raise UserError("Pass exactly one of --vocab_file (a WordPiece vocab.txt) and "
                          f"--spm_model_file (a SentencePiece .model); {given}.")
     if spm_model_file:
         return SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)

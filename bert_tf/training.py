@@ -26,6 +26,7 @@ from absl import logging
 
 from bert_tf import distribution, optimization, training_steps
 from bert_tf.config import BertConfig
+from bert_tf.errors import MissingFileError, UserError
 from bert_tf.training_log import SummaryLog, summarize, write_scalars
 
 InputFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
@@ -59,16 +60,16 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if not self.output_dir:
-            raise ValueError("RunConfig.output_dir is required (--output_dir).")
+            raise UserError("RunConfig.output_dir is required (--output_dir).")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
                      "gradient_accumulation_steps", "save_checkpoints_steps",
                      "keep_checkpoint_max", "iterations_per_loop", "log_every_n_steps"):
             if getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}")
+                raise UserError(f"--{name} must be at least 1, got {getattr(self, name)}")
         if self.num_train_steps < 0 or self.num_warmup_steps < 0:
-            raise ValueError("--num_train_steps and --num_warmup_steps must not be negative")
+            raise UserError("--num_train_steps and --num_warmup_steps must not be negative")
         if self.optimizer not in optimization.OPTIMIZER_TYPES:
-            raise ValueError(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_TYPES)}"
+            raise UserError(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_TYPES)}"
                              f", got {self.optimizer!r}")
         distribution.policy_name(self.dtype)  # validates --dtype
 
@@ -196,7 +197,7 @@ def _distribute(strategy: tf.distribute.Strategy, input_fn: InputFn, global_batc
     """The distributed dataset; each pipeline skips the batches of `skip_steps` finished steps."""
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
-        raise ValueError(f"batch size {global_batch_size} is not divisible by the "
+        raise UserError(f"batch size {global_batch_size} is not divisible by the "
                          f"{replicas} replicas of the {type(strategy).__name__}")
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
@@ -256,7 +257,7 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
     per_replica = config.train_batch_size // strategy.num_replicas_in_sync
     if config.train_batch_size % strategy.num_replicas_in_sync or (
             per_replica % config.gradient_accumulation_steps):
-        raise ValueError(
+        raise UserError(
             f"train_batch_size {config.train_batch_size} must split evenly into "
             f"{strategy.num_replicas_in_sync} replicas × {config.gradient_accumulation_steps} "
             "gradient accumulation steps")
@@ -317,7 +318,7 @@ def evaluate(task: Task, config: RunConfig, input_fn: InputFn,
             totals[name] = totals.get(name, 0.0) + float(value)
         batches += 1
     if not batches:
-        raise ValueError("the evaluation input is empty (fewer examples than one batch?)")
+        raise UserError("the evaluation input is empty (fewer examples than one batch?)")
     results = {**summarize(totals, batches), "global_step": float(run.step())}
     if is_chief(strategy):
         write_scalars(os.path.join(config.output_dir, "eval"), run.step(), results)
@@ -346,7 +347,7 @@ def _restored_run(task: Task, config: RunConfig, strategy: tf.distribute.Strateg
                   checkpoint: str | None) -> _Run:
     run = _Run(task, config, strategy, with_optimizer=False)
     if not run.restore(checkpoint) and not config.init_checkpoint:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"no checkpoint in {config.output_dir} and no init_checkpoint: train first "
             "(--do_train) or pass --init_checkpoint")
     return run

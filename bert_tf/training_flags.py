@@ -29,7 +29,8 @@ def define_model_flags(*, tokenizer: bool = True, output_dir: bool = True,
     `output_dir` --output_dir."""
     string = functools.partial(flags.DEFINE_string, flag_values=flag_values)
     string("bert_config_file", None, "bert_config.json of the pre-trained model: it specifies "
-           "the architecture.")
+           "the architecture. Default: the config --init_checkpoint brings (bert_config.json "
+           "beside it, or a Hugging Face config.json).")
     string("init_checkpoint", None, "Weights to start from: an original TF1 checkpoint, a "
            "bert_tf run directory or a Hugging Face directory.")
     if tokenizer:

@@ -32,6 +32,7 @@ from absl import logging
 from bert_tf import tokenization
 from bert_tf.chinese.conversion import make_converter
 from bert_tf.data.pretraining_input import expand_input_patterns
+from bert_tf.errors import UserError
 
 SPECIAL_AFTER_UNUSED = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # At most this share of the non-special entries goes to single characters; rarer characters
@@ -60,12 +61,12 @@ class VocabBuildConfig:
     def __post_init__(self):
         reserved = 1 + self.num_unused + len(SPECIAL_AFTER_UNUSED)
         if self.num_unused < 0:
-            raise ValueError(f"--num_unused must be >= 0, got {self.num_unused}")
+            raise UserError(f"--num_unused must be >= 0, got {self.num_unused}")
         if self.vocab_size <= reserved:
-            raise ValueError(f"--vocab_size={self.vocab_size} leaves no room for pieces after "
+            raise UserError(f"--vocab_size={self.vocab_size} leaves no room for pieces after "
                              f"{reserved} special entries; raise it or lower --num_unused")
         if self.min_frequency < 1:
-            raise ValueError(f"--min_frequency must be >= 1, got {self.min_frequency}")
+            raise UserError(f"--min_frequency must be >= 1, got {self.min_frequency}")
 
 
 def read_lines(files: Sequence[str], convert: Callable[[str], str] | None = None) -> Iterator[str]:
@@ -272,7 +273,7 @@ def build_vocab(config: VocabBuildConfig) -> dict:
     convert = make_converter(config.chinese_conversion)
     word_counts = count_words(read_lines(files, convert))
     if not word_counts:
-        raise ValueError(f"--input_file: {', '.join(files)} hold no words to build a vocabulary from")
+        raise UserError(f"--input_file: {', '.join(files)} hold no words to build a vocabulary from")
     token_counts = count_basic_tokens(word_counts, config.do_lower_case)
     vocab = learn_vocab(token_counts, config.vocab_size, config.num_unused, config.min_frequency)
     if len(vocab) < config.vocab_size:

@@ -24,6 +24,7 @@ from bert_tf import checkpoints, tokenization
 from bert_tf.checkpoint_files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
                                       write_tf1_checkpoint)
 from bert_tf.config import BertConfig
+from bert_tf.errors import MissingFileError, UserError
 
 MODES = ("unused", "append")
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
@@ -47,10 +48,10 @@ def read_vocab_lines(vocab_file: str | os.PathLike) -> list[str]:
         with open(vocab_file, "rb") as f:
             lines = [tokenization.convert_to_unicode(raw).strip() for raw in f]
     except FileNotFoundError:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"{vocab_file}: vocabulary file not found (check --vocab_file)") from None
     if len(set(lines)) != len(lines):
-        raise ValueError(f"{vocab_file}: the vocabulary repeats a token, so its ids and lines disagree")
+        raise UserError(f"{vocab_file}: the vocabulary repeats a token, so its ids and lines disagree")
     return lines
 
 
@@ -67,7 +68,7 @@ def check_new_tokens(tokens: list[str], vocab: list[str],
     for token in dict.fromkeys(tokens):  # keeps the order, drops repeats
         word = token[2:] if token.startswith("##") else token
         if not word or basic.tokenize(word) != [word]:
-            raise ValueError(
+            raise UserError(
                 f"token {token!r} can never be produced by the tokenizer (do_lower_case="
                 f"{do_lower_case}); it would be split or changed into {basic.tokenize(word)}")
         (present if token in known else new).append(token)
@@ -108,10 +109,10 @@ def extend_vocabulary(init_checkpoint: str, vocab_file: str, config: BertConfig,
       What was added where.
     """
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise UserError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     vocab = read_vocab_lines(vocab_file)
     if len(vocab) > config.vocab_size or (mode == "append" and len(vocab) != config.vocab_size):
-        raise ValueError(f"{vocab_file} has {len(vocab)} tokens but vocab_size is {config.vocab_size}: "
+        raise UserError(f"{vocab_file} has {len(vocab)} tokens but vocab_size is {config.vocab_size}: "
                          f"vocab.txt and bert_config.json do not belong together")
     _refuse_source_directory(init_checkpoint, output_dir)
     new, present = check_new_tokens(new_tokens, vocab, do_lower_case)
@@ -135,7 +136,7 @@ def _fill_unused_slots(vocab: list[str], new: list[str],
                        vocab_file: str) -> tuple[list[str], dict[str, int]]:
     slots = [i for i, token in enumerate(vocab) if _UNUSED.match(token)]
     if len(new) > len(slots):
-        raise ValueError(f"{vocab_file} has {len(slots)} [unusedN] slots for {len(new)} new tokens; "
+        raise UserError(f"{vocab_file} has {len(slots)} [unusedN] slots for {len(new)} new tokens; "
                          f"use mode 'append' to grow the vocabulary instead")
     vocab = list(vocab)
     for slot, token in zip(slots, new):
@@ -147,7 +148,7 @@ def _grown_tables(arrays: dict[str, np.ndarray], count: int, stddev: float,
                   seed: int) -> dict[str, np.ndarray]:
     """The word embeddings (and MLM output bias, when present) with `count` new rows."""
     if WORD_EMBEDDINGS not in arrays:
-        raise ValueError(f"the checkpoint has no {WORD_EMBEDDINGS}; is it a BERT checkpoint?")
+        raise UserError(f"the checkpoint has no {WORD_EMBEDDINGS}; is it a BERT checkpoint?")
     table = arrays[WORD_EMBEDDINGS]
     rows = keras.initializers.TruncatedNormal(stddev=stddev, seed=seed)((count, table.shape[1]))
     grown = {WORD_EMBEDDINGS: np.concatenate([table, np.asarray(rows, table.dtype)])}
@@ -161,5 +162,5 @@ def _refuse_source_directory(init_checkpoint: str, output_dir: str) -> None:
     kind, location = resolve_checkpoint(init_checkpoint)
     source = location if kind == KIND_HF else os.path.dirname(location) or "."
     if os.path.exists(output_dir) and os.path.samefile(source, output_dir):
-        raise ValueError(f"--output_dir {output_dir} is the checkpoint's own directory; "
+        raise UserError(f"--output_dir {output_dir} is the checkpoint's own directory; "
                          f"write the extended checkpoint somewhere else")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 
+from bert_tf.errors import UserError
+
 BEAM_EXTRA_MISSING = ("--runner=beam needs the 'beam' extra (apache-beam): "
                       "pip install -e '.[cpu,beam]'")
 
 
-class BeamMissingError(ImportError):
+class BeamMissingError(UserError):
     """apache-beam is not installed (the message names the extra)."""
 
 

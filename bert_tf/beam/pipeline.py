@@ -30,7 +30,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from bert_tf.data import pretraining_output
 from bert_tf.data.pretraining_input import Block, ReadCounts
-from bert_tf.data.pretraining_pipeline import BlockWorker, PretrainingDataConfig, Summary, plan_run
+from bert_tf.data.pretraining_pipeline import (BlockWorker, PretrainingDataConfig, Summary,
+                                               no_instances_message, plan_run)
+from bert_tf.errors import EmptyInputError
 
 _COUNTS = "counts"
 
@@ -139,9 +141,11 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
     with beam.Pipeline(options=options) as pipeline:
         build_pipeline(pipeline, config, blocks, outputs)
     summary = _read_summary(summary_path(outputs)) if blocks else Summary()
+    if not summary.instances:
+        FileSystems.delete([temporary_path(path) for path in outputs
+                            if FileSystems.exists(temporary_path(path))])
+        raise EmptyInputError(no_instances_message(inputs, summary))
     for path in outputs:
-        if not blocks:  # nothing to encode: empty outputs, as the local path writes
-            FileSystems.create(temporary_path(path)).close()
         FileSystems.rename([temporary_path(path)], [path])
     summary.input_files, summary.output_files = len(inputs), outputs
     summary.dynamic_masking = config.dynamic_masking

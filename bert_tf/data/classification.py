@@ -17,6 +17,8 @@ from typing import Any, Mapping, Sequence
 
 from absl import logging
 
+from bert_tf.errors import EmptyInputError, MissingFileError, UserError
+
 Column = int | str  # an index (0-based) or, for files with a header row, a column name
 SPLITS = ("train", "dev", "test")
 
@@ -75,7 +77,7 @@ class TaskSpec:
         if self.regression:
             return 1
         if self.labels is None:
-            raise ValueError(f"task '{self.name}': the label list is not known yet "
+            raise UserError(f"task '{self.name}': the label list is not known yet "
                              "(give it, or call infer_labels on the training file)")
         return len(self.labels)
 
@@ -177,11 +179,11 @@ def get_task(name: str, *, xnli_language: str = "zh",
         return _xnli(xnli_language)
     if key == "custom":
         if custom_spec is None:
-            raise ValueError("--task_name=custom needs a spec: --task_spec=spec.json or the "
+            raise UserError("--task_name=custom needs a spec: --task_spec=spec.json or the "
                              "--text_a_column/--label_column flags")
         return custom_task(custom_spec)
     if key not in GLUE_TASKS:
-        raise ValueError(f"unknown --task_name '{name}'; known: {', '.join(TASK_NAMES)}")
+        raise UserError(f"unknown --task_name '{name}'; known: {', '.join(TASK_NAMES)}")
     return GLUE_TASKS[key]
 
 
@@ -209,12 +211,12 @@ def custom_task(spec: Mapping[str, Any]) -> TaskSpec:
     """
     unknown = set(spec) - _SPEC_KEYS
     if unknown:
-        raise ValueError(f"task spec: unknown key(s) {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}")
+        raise UserError(f"task spec: unknown key(s) {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}")
     if "text_a" not in spec:
-        raise ValueError("task spec: 'text_a' (the text column, a name or 0-based index) is required")
+        raise UserError("task spec: 'text_a' (the text column, a name or 0-based index) is required")
     fmt = spec.get("format", "tsv").lower()
     if fmt not in ("tsv", "csv"):
-        raise ValueError(f"task spec: format must be 'tsv' or 'csv', not '{fmt}'")
+        raise UserError(f"task spec: format must be 'tsv' or 'csv', not '{fmt}'")
     regression = bool(spec.get("regression", False))
     base = SplitLayout("", text_a=spec["text_a"], text_b=spec.get("text_b"),
                        label=spec.get("label"), header=bool(spec.get("header", True)),
@@ -223,18 +225,18 @@ def custom_task(spec: Mapping[str, Any]) -> TaskSpec:
     for split in SPLITS:
         overrides = dict(spec.get(split, {}))
         if set(overrides) - _LAYOUT_KEYS:
-            raise ValueError(f"task spec: '{split}' may only override {sorted(_LAYOUT_KEYS)}")
+            raise UserError(f"task spec: '{split}' may only override {sorted(_LAYOUT_KEYS)}")
         if split == "test":
             overrides["label"] = None
         filename = spec.get(f"{split}_file", f"{split}.{fmt}")
         splits[split] = dataclasses.replace(base, filename=filename, **overrides)
     if base.label is None:
-        raise ValueError("task spec: 'label' (the label column) is required")
+        raise UserError("task spec: 'label' (the label column) is required")
     labels = spec.get("labels")
     allowed = _REGRESSION_METRICS if regression else _CLASSIFICATION_METRICS
     metrics = tuple(spec.get("metrics", _REGRESSION_METRICS if regression else ("accuracy",)))
     if not metrics or set(metrics) - set(allowed):
-        raise ValueError(f"task spec: metrics {list(metrics)} must be among {list(allowed)} for a "
+        raise UserError(f"task spec: metrics {list(metrics)} must be among {list(allowed)} for a "
                          f"{'regression' if regression else 'classification'} task")
     return TaskSpec(spec.get("name", "custom"), None if labels is None else tuple(map(str, labels)),
                     splits, regression=regression, metrics=metrics)
@@ -250,7 +252,7 @@ def spec_from_flags(text_a_column: str, label_column: str, text_b_column: str | 
                     label_list: Sequence[str] | None = None, regression: bool = False) -> dict:
     """The custom task's spec from run_classifier.py's column flags (see `custom_task`)."""
     if not text_a_column or not label_column:
-        raise ValueError("--task_name=custom needs --text_a_column and --label_column "
+        raise UserError("--task_name=custom needs --text_a_column and --label_column "
                          "(or --task_spec=spec.json)")
     spec: dict[str, Any] = {"format": file_format, "header": has_header,
                             "text_a": _column(text_a_column), "label": _column(label_column),
@@ -268,9 +270,9 @@ def load_task_spec(path: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: task spec not found (check --task_spec)") from None
+        raise MissingFileError(f"{path}: task spec not found (check --task_spec)") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+        raise UserError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
 
 
 # --- the reader ------------------------------------------------------------------------------
@@ -279,26 +281,34 @@ def _resolve(column: Column | None, header: Sequence[str] | None, path: str, rol
     if column is None or isinstance(column, int):
         return column
     if header is None:
-        raise ValueError(f"{path}: the {role} column is given by name ('{column}') but the file "
+        raise UserError(f"{path}: the {role} column is given by name ('{column}') but the file "
                          "has no header row; give a 0-based index instead")
     if column not in header:
-        raise ValueError(f"{path}:1: no column named '{column}' for the {role}; "
+        raise UserError(f"{path}:1: no column named '{column}' for the {role}; "
                          f"the header has {list(header)}")
     return list(header).index(column)
 
 
 def _rows(path: str, layout: SplitLayout):
-    """Yields (line number, row) for every non-empty data row, and the header (or None) first."""
+    """Yields (line number, row) for every non-empty data row, and the header (or None) first.
+
+    The file must be UTF-8 (a BOM is skipped), as for the original's reader: text in another
+    encoding would silently become other words.
+    """
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # MNLI's parse-tree columns are long
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+    with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter=layout.delimiter,
                             quotechar='"' if layout.quoting else None,
                             quoting=csv.QUOTE_MINIMAL if layout.quoting else csv.QUOTE_NONE)
-        header = next(reader, None) if layout.header else None
-        yield header
-        for row in reader:
-            if row:
-                yield reader.line_num, row
+        try:
+            header = next(reader, None) if layout.header else None
+            yield header
+            for row in reader:
+                if row:
+                    yield reader.line_num, row
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: near line {reader.line_num + 1}: not UTF-8 ({e.reason}); "
+                            "convert the file to UTF-8") from None
 
 
 def read_examples(task: TaskSpec, data_dir: str, split: str) -> list[InputExample]:
@@ -306,14 +316,15 @@ def read_examples(task: TaskSpec, data_dir: str, split: str) -> list[InputExampl
 
     Raises:
       FileNotFoundError: the split's file is missing (message names the path and the task).
-      ValueError: a short row, an unknown label or a non-numeric regression score, with file:line.
+      ValueError: a short row, an unknown label or a non-numeric regression score, with file:line;
+        a file without examples (EmptyInputError).
     """
     if split not in task.splits:
-        raise ValueError(f"task '{task.name}' has no '{split}' split")
+        raise UserError(f"task '{task.name}' has no '{split}' split")
     layout = task.splits[split]
     path = os.path.join(data_dir, layout.filename)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: file not found (task '{task.name}' reads its {split} "
+        raise MissingFileError(f"{path}: file not found (task '{task.name}' reads its {split} "
                                 f"split from {layout.filename} under --data_dir)")
     rows = _rows(path, layout)
     header = next(rows)
@@ -323,13 +334,17 @@ def read_examples(task: TaskSpec, data_dir: str, split: str) -> list[InputExampl
     examples = []
     for line, row in rows:
         if len(row) < needed:
-            raise ValueError(f"{path}:{line}: expected at least {needed} columns, found "
+            raise UserError(f"{path}:{line}: expected at least {needed} columns, found "
                              f"{len(row)} (is the delimiter right, and the task '{task.name}'?)")
         if cols["filter_column"] is not None and row[cols["filter_column"]] != layout.filter_value:
             continue
         label = None if cols["label"] is None else _parse_label(task, row[cols["label"]], path, line)
         text_b = None if cols["text_b"] is None else row[cols["text_b"]]
         examples.append(InputExample(f"{split}-{line}", row[cols["text_a"]], text_b, label))
+    if not examples:
+        raise EmptyInputError(f"{path}: no examples; expected {layout.filename} to hold one "
+                              f"example per row{' after its header' if layout.header else ''} "
+                              f"(task '{task.name}', {split} split)")
     logging.info("Read %d %s examples from %s", len(examples), split, path)
     return examples
 
@@ -340,11 +355,11 @@ def _parse_label(task: TaskSpec, raw: str, path: str, line: int) -> str | float:
         try:
             return float(raw)
         except ValueError:
-            raise ValueError(f"{path}:{line}: the score '{raw}' is not a number "
+            raise UserError(f"{path}:{line}: the score '{raw}' is not a number "
                              f"(task '{task.name}' is a regression task)") from None
     label = task.label_aliases.get(raw, raw)
     if task.labels is not None and label not in task.labels:
-        raise ValueError(f"{path}:{line}: unknown label '{raw}'; task '{task.name}' has labels "
+        raise UserError(f"{path}:{line}: unknown label '{raw}'; task '{task.name}' has labels "
                          f"{list(task.labels)}")
     return label
 
@@ -363,6 +378,6 @@ def infer_labels(task: TaskSpec, data_dir: str) -> TaskSpec:
     except ValueError:
         labels = sorted(found)
     if len(labels) < 2:
-        raise ValueError(f"{os.path.join(data_dir, task.splits['train'].filename)}: found "
+        raise UserError(f"{os.path.join(data_dir, task.splits['train'].filename)}: found "
                          f"{len(labels)} distinct label(s) {labels}; classification needs two or more")
     return dataclasses.replace(task, labels=tuple(labels))

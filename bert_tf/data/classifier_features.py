@@ -22,6 +22,7 @@ from absl import logging
 from bert_tf.data import datasets, tfrecord
 from bert_tf.data import features as record_schemas
 from bert_tf.data.classification import InputExample, TaskSpec, read_examples
+from bert_tf.errors import UserError
 
 # Bump when the record layout or the conversion changes, so old caches are rebuilt.
 FEATURE_VERSION = 1
@@ -70,7 +71,7 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
       `is_real_example` int32 [N] (all ones).
     """
     if max_seq_length < 3:
-        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+        raise UserError(f"max_seq_length must be at least 3, got {max_seq_length}")
     if not task.regression:
         task.num_labels  # raises a clear error if the label list is unknown
     cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])

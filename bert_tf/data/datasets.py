@@ -16,6 +16,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from bert_tf.data.features import Schema
+from bert_tf.errors import MissingFileError
 
 # Records held for shuffling (serialized, ~1.5 kB each at max_seq_length 128).
 DEFAULT_SHUFFLE_BUFFER = 10000
@@ -36,7 +37,7 @@ def resolve_input_files(patterns: str | Sequence[str], flag: str = "input_file")
     items = patterns.split(",") if isinstance(patterns, str) else list(patterns)
     items = [item.strip() for item in items if item.strip()]
     if not items:
-        raise FileNotFoundError(f"--{flag} is empty: give files, globs or directories")
+        raise MissingFileError(f"--{flag} is empty: give files, globs or directories")
     files, unmatched = set(), []
     for item in items:
         if tf.io.gfile.isdir(item):
@@ -48,7 +49,7 @@ def resolve_input_files(patterns: str | Sequence[str], flag: str = "input_file")
             unmatched.append(item)
         files.update(found)
     if unmatched:
-        raise FileNotFoundError(f"--{flag}: nothing matches {', '.join(map(repr, unmatched))}")
+        raise MissingFileError(f"--{flag}: nothing matches {', '.join(map(repr, unmatched))}")
     return sorted(files)
 
 

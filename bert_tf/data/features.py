@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from bert_tf.data import tfrecord
+from bert_tf.errors import UserError
 
 INT64 = "int64"
 FLOAT32 = "float32"
@@ -143,12 +144,12 @@ class Schema:
         out = {}
         for f in self.features:
             if f.name not in example.features.feature:
-                raise ValueError(f"{source}: no feature {f.name!r}; is this a {self.name} record file?")
+                raise UserError(f"{source}: no feature {f.name!r}; is this a {self.name} record file?")
             proto = example.features.feature[f.name]
             values = proto.int64_list.value if f.dtype == INT64 else proto.float_list.value
             if len(values) != f.length:
                 fix = f" (set --{f.flag} to the value used when the data was written)" if f.flag else ""
-                raise ValueError(f"{source}: feature {f.name} holds {len(values)} values but {f.length} "
+                raise UserError(f"{source}: feature {f.name} holds {len(values)} values but {f.length} "
                                  f"are expected{fix}")
             out[f.name] = np.asarray(values, np.int64 if f.dtype == INT64 else np.float32)
         return out

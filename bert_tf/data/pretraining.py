@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bert_tf.data import features, ngram_masking
+from bert_tf.errors import UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,21 +45,21 @@ class InstanceOptions:
 
     def validate(self) -> None:
         if self.max_seq_length < 5:
-            raise ValueError(f"--max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
+            raise UserError(f"--max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
         if self.max_predictions_per_seq < 1:
-            raise ValueError(f"--max_predictions_per_seq must be positive, got {self.max_predictions_per_seq}")
+            raise UserError(f"--max_predictions_per_seq must be positive, got {self.max_predictions_per_seq}")
         if self.max_predictions_per_seq > self.max_seq_length - 3:
-            raise ValueError(
+            raise UserError(
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} is larger than the "
                 f"{self.max_seq_length - 3} maskable positions a sequence of --max_seq_length="
                 f"{self.max_seq_length} has (3 are [CLS]/[SEP]); lower it (the original uses "
                 f"about max_seq_length * masked_lm_prob, e.g. 20 for 128)")
         if not 0.0 < self.masked_lm_prob <= 1.0:
-            raise ValueError(f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
+            raise UserError(f"--masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
         if self.ngram < 1:
-            raise ValueError(f"--ngram must be at least 1 (1 = single words/tokens), got {self.ngram}")
+            raise UserError(f"--ngram must be at least 1 (1 = single words/tokens), got {self.ngram}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+            raise UserError(f"--short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
 
 @dataclasses.dataclass

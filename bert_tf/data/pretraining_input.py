@@ -18,6 +18,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from bert_tf.data.pretraining import DocumentBuffer
+from bert_tf.errors import MissingFileError, UnreadableFileError, UserError
 
 # A whitespace-only line ends a document. Only ASCII whitespace is used to *plan* cuts (a
 # line of other Unicode spaces still ends a document when the block is read, it just is not a cut).
@@ -39,18 +40,18 @@ def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
         if os.path.isdir(pattern):
             found = sorted(os.path.join(root, name) for root, _, names in os.walk(pattern) for name in names)
             if not found:
-                raise FileNotFoundError(f"--input_file: directory {pattern} holds no files")
+                raise MissingFileError(f"--input_file: directory {pattern} holds no files")
         else:
             found = sorted(glob.glob(pattern))
             if not found:
                 what = "no file matches" if glob.has_magic(pattern) else "file not found:"
-                raise FileNotFoundError(f"--input_file: {what} {pattern}")
+                raise MissingFileError(f"--input_file: {what} {pattern}")
         files.extend(f for f in found if os.path.isfile(f))
     if not files:
-        raise FileNotFoundError("--input_file: no input files given")
+        raise MissingFileError("--input_file: no input files given")
     for path in files:
         if not os.access(path, os.R_OK):
-            raise PermissionError(f"--input_file: {path} is not readable (check its permissions)")
+            raise UnreadableFileError(f"--input_file: {path} is not readable (check its permissions)")
     return files
 
 
@@ -71,7 +72,7 @@ def plan_blocks(files: Sequence[str], document_buffer_size: int) -> list[Block]:
     Scans for blank lines at C speed (~1 GB/s); a file's start always starts a document.
     """
     if document_buffer_size < 1:
-        raise ValueError(f"--document_buffer_size must be positive, got {document_buffer_size}")
+        raise UserError(f"--document_buffer_size must be positive, got {document_buffer_size}")
     blocks: list[Block] = []
     ranges: list[tuple[str, int, int]] = []
     count = 0
@@ -97,7 +98,7 @@ def _document_starts(path: str) -> Iterator[int]:
     try:
         f = open(path, "rb")
     except OSError as e:
-        raise OSError(f"--input_file: cannot read {path}: {e.strerror}") from None
+        raise UnreadableFileError(f"--input_file: cannot read {path}: {e.strerror}") from None
     with f:
         base, tail = 0, b""
         while True:
@@ -241,14 +242,14 @@ def _read_lines(path: str, start: int, end: int, counts: ReadCounts) -> Iterator
     try:
         f = open(path, "rb")
     except OSError as e:
-        raise OSError(f"--input_file: cannot read {path}: {e.strerror}") from None
+        raise UnreadableFileError(f"--input_file: cannot read {path}: {e.strerror}") from None
     with f:
         f.seek(start)
         remaining, tail = end - start, b""
         while remaining > 0 or tail:
             chunk = f.read(min(_READ_BYTES, remaining)) if remaining > 0 else b""
             if remaining > 0 and not chunk:
-                raise OSError(f"--input_file: {path} shrank while being read (at byte {end - remaining})")
+                raise UserError(f"--input_file: {path} shrank while being read (at byte {end - remaining})")
             remaining -= len(chunk)
             data = tail + chunk
             cut = data.rfind(b"\n") + 1 if remaining > 0 else len(data)

@@ -16,6 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
+from bert_tf.errors import UserError
+
 # Output files interleave runs of this many records from all blocks in a random order, so that
 # a reader's shuffle buffer sees many blocks at once (the original shuffles the whole corpus).
 PIECE = 256
@@ -33,9 +35,9 @@ def expand_output_files(output_file: str) -> list[str]:
         else:
             out.append(item)
     if not out:
-        raise ValueError("--output_file: no output file given")
+        raise UserError("--output_file: no output file given")
     if len(set(out)) != len(out):
-        raise ValueError(f"--output_file: a file is named twice in {output_file}")
+        raise UserError(f"--output_file: a file is named twice in {output_file}")
     return out
 
 
@@ -118,7 +120,7 @@ def _copy_range(source, target, start: int, size: int) -> None:
                 raise
             break  # this file system cannot: copy through Python below
         if copied == 0:
-            raise OSError(f"{source.name}: ended early while merging (was it changed?)")
+            raise UserError(f"{source.name}: ended early while merging (was it changed?)")
         start, size = start + copied, size - copied
     if size > 0:
         source.seek(start)

@@ -38,6 +38,7 @@ from bert_tf.data import features, pretraining_output, tfrecord
 from bert_tf.data.pretraining import (DocumentBuffer, InstanceOptions, SpecialIds, assemble_features,
                                       create_instances, create_masked_lm_predictions, unmasked_features)
 from bert_tf.data.pretraining_input import Block, LineTokenizer, ReadCounts, expand_input_patterns, plan_blocks
+from bert_tf.errors import EmptyInputError, UserError
 
 # Bump when the bytes produced for the same flags change, so stale work directories are not reused.
 FORMAT_VERSION = 1
@@ -131,7 +132,7 @@ def check_vocabulary(config: PretrainingDataConfig) -> None:
     from bert_tf import tokenization
 
     if bool(config.spm_model_file) == bool(config.vocab_file):
-        raise ValueError("give exactly one of --vocab_file (WordPiece) and --spm_model_file (SentencePiece)")
+        raise UserError("give exactly one of --vocab_file (WordPiece) and --spm_model_file (SentencePiece)")
     if config.vocab_file:
         vocab = tokenization.load_vocab(config.vocab_file)
     else:
@@ -139,7 +140,7 @@ def check_vocabulary(config: PretrainingDataConfig) -> None:
     missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in vocab]
     if missing:
         source = config.spm_model_file or config.vocab_file
-        raise ValueError(f"{source}: the vocabulary lacks {', '.join(missing)}, which every pretraining "
+        raise UserError(f"{source}: the vocabulary lacks {', '.join(missing)}, which every pretraining "
                          f"instance needs; use a BERT vocabulary (or build one with build_vocab.py)")
 
 
@@ -287,7 +288,7 @@ def plan_run(config: PretrainingDataConfig) -> tuple[list[str], list[str], list[
     """
     config.instance.validate()
     if config.dupe_factor < 1 or config.num_workers < 1:
-        raise ValueError(f"--dupe_factor and --num_workers must be positive, got {config.dupe_factor} "
+        raise UserError(f"--dupe_factor and --num_workers must be positive, got {config.dupe_factor} "
                          f"and {config.num_workers}")
     inputs = expand_input_patterns(config.input_file)
     outputs = pretraining_output.expand_output_files(config.output_file)
@@ -329,6 +330,9 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
                 for counts in pool.imap_unordered(_run_block, blocks):
                     summary.add_block(counts)
                     pieces[counts["block"]] = counts["pieces"]
+        if not summary.instances:
+            shutil.rmtree(work_dir, ignore_errors=True)
+            raise EmptyInputError(no_instances_message(inputs, summary))
         pretraining_output.merge_parts(work_dir, pieces, outputs, config.random_seed)
     finally:
         reporter.stop()
@@ -345,6 +349,14 @@ def _worker_context() -> multiprocessing.context.BaseContext:
             and "tensorflow" not in sys.modules):
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
+
+
+def no_instances_message(inputs: Sequence[str], summary: Summary) -> str:
+    """Why a run made no instance, naming the input (no output file is written then)."""
+    what = inputs[0] if len(inputs) == 1 else f"{len(inputs)} files ({inputs[0]}, ...)"
+    return (f"--input_file: {what}: no documents to make pretraining instances from "
+            f"({summary.documents} documents in {summary.read.lines} lines); expected text with "
+            "one sentence per line and a blank line between documents")
 
 
 def _work_dir(config: PretrainingDataConfig, inputs: Sequence[str], outputs: Sequence[str]) -> str:

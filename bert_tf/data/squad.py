@@ -16,12 +16,14 @@ from typing import Any, Callable, Sequence
 
 from absl import logging
 
+from bert_tf.errors import EmptyInputError, MissingFileError, UserError
+
 # A context word: the original splits contexts on these characters only (U+202F is the narrow
 # no-break space), not on every Unicode space.
 _CONTEXT_WORD = re.compile("[^ \t\r\n\u202f]+")
 
 
-class SquadFormatError(ValueError):
+class SquadFormatError(UserError):
     """A SQuAD JSON file that cannot be read: bad JSON, missing keys, offsets out of range."""
 
 
@@ -80,7 +82,10 @@ def load_squad_json(path: str | os.PathLike) -> list[dict[str, Any]]:
         with open(path, encoding="utf-8") as f:
             dataset = json.load(f)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: SQuAD file not found") from None
+        raise MissingFileError(f"{path}: SQuAD file not found") from None
+    except UnicodeDecodeError as e:
+        raise SquadFormatError(f"{path}: not UTF-8 ({e.reason} at byte {e.start}); JSON files "
+                               "are UTF-8") from None
     except json.JSONDecodeError as e:
         raise SquadFormatError(
             f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
@@ -108,6 +113,7 @@ def read_squad_examples(path: str | os.PathLike, is_training: bool,
     Raises:
       SquadFormatError: malformed JSON, a missing key (naming the question id or paragraph), an
         `answer_start` outside its context, or a v2.0 file read without `version_2_with_negative`.
+      EmptyInputError: the file holds no question (in training: none with a usable answer).
     """
     stats = ReadStats()
     examples: list[SquadExample] = []
@@ -127,7 +133,19 @@ def read_squad_examples(path: str | os.PathLike, is_training: bool,
                                                    version_2_with_negative, stats, path):
                     continue
                 examples.append(example)
+    if not examples:
+        raise EmptyInputError(_no_questions_message(path, stats))
     return examples, stats
+
+
+def _no_questions_message(path: str | os.PathLike, stats: ReadStats) -> str:
+    """Why a SQuAD file gave no examples: no questions at all, or none with a usable answer."""
+    if not stats.questions:
+        return (f'{path}: no questions; expected articles with "paragraphs" whose "qas" hold '
+                "questions (SQuAD v1.1/v2.0 format)")
+    return (f"{path}: none of its {stats.questions} questions has a usable answer "
+            f"({stats.skipped_answer_mismatch} answers do not match the context at their "
+            f"answer_start, {stats.skipped_no_answer} questions have no answers)")
 
 
 def _add_answer(example: SquadExample, qa: dict, context: str, word_starts: list[int],

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from bert_tf.data.squad import SquadExample
+from bert_tf.errors import UserError
 
 PER_TOKEN_COLUMNS = ("input_ids", "input_mask", "segment_ids", "token_to_orig",
                      "token_is_max_context")
@@ -98,7 +99,7 @@ class _Pieces:
     def special_ids(self) -> tuple[int, int]:
         missing = [t for t in ("[CLS]", "[SEP]") if t not in self.tokenizer.vocab]
         if missing:
-            raise ValueError(
+            raise UserError(
                 f"the vocabulary has no {' or '.join(missing)} token (SQuAD needs both)")
         cls_id, sep_id = self.tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
         return cls_id, sep_id
@@ -279,7 +280,7 @@ def _add_windows(chunk: _Chunk, index: int, example: SquadExample, context: _Con
     query = chunk.queries[-1]
     max_tokens_for_doc = max_seq_length - len(query) - 3
     if max_tokens_for_doc < 1:
-        raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the context after "
+        raise UserError(f"max_seq_length={max_seq_length} leaves no room for the context after "
                          f"a {len(query)}-token question; raise --max_seq_length or lower "
                          "--max_query_length")
     spans = doc_spans(len(context.ids), max_tokens_for_doc, doc_stride)

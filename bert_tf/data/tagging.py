@@ -28,6 +28,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import tokenization
+from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 from bert_tf.metrics import tagging as tag_metrics
 
 DATA_FORMATS = ("conll", "char")
@@ -59,9 +60,9 @@ class _Line(NamedTuple):
 def _scan(path: str, data_format: str) -> Iterator[_Line]:
     """Every line of a tagging file, classified; raises on malformed lines."""
     if data_format not in DATA_FORMATS:
-        raise ValueError(f"data format must be one of {DATA_FORMATS}, got {data_format!r}")
+        raise UserError(f"data format must be one of {DATA_FORMATS}, got {data_format!r}")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: tagging file not found")
+        raise MissingFileError(f"{path}: tagging file not found")
     with open(path, encoding="utf-8", newline="") as f:
         try:
             for number, raw in enumerate(f, 1):
@@ -74,14 +75,14 @@ def _scan(path: str, data_format: str) -> Iterator[_Line]:
                 else:
                     yield _Line(number, text, text[0], _char_line_tag(path, number, text))
         except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not UTF-8 ({e}); convert the file to UTF-8") from None
+            raise UserError(f"{path}: not UTF-8 ({e}); convert the file to UTF-8") from None
 
 
 def _char_line_tag(path: str, number: int, text: str) -> str | None:
     """The tag of a char-format line `<char><whitespace><tag>` (None for a lone character)."""
     rest = text[1:].split()
     if len(text) > 1 and (not text[1].isspace() or len(rest) > 1):
-        raise ValueError(f"{path}:{number}: expected one character, whitespace and a tag "
+        raise UserError(f"{path}:{number}: expected one character, whitespace and a tag "
                          f"(char format), got {text!r}; is this a --data_format=conll file?")
     return rest[0] if rest else None
 
@@ -92,7 +93,7 @@ def read_sentences(path: str, data_format: str = "conll") -> list[Sentence]:
     Raises:
       FileNotFoundError: no such file.
       ValueError (naming the file and line): a malformed line or tag, or a file that gives tags
-        on some lines and not on others.
+        on some lines and not on others; a file without sentences (EmptyInputError).
     """
     sentences: list[Sentence] = []
     words: list[str] = []
@@ -108,19 +109,22 @@ def read_sentences(path: str, data_format: str = "conll") -> list[Sentence]:
             continue
         labeled_line = labeled_line or line
         if (line.tag is None) != (labeled_line.tag is None):
-            raise ValueError(f"{path}:{line.number}: {'no' if line.tag is None else 'a'} tag "
+            raise UserError(f"{path}:{line.number}: {'no' if line.tag is None else 'a'} tag "
                              f"column, unlike line {labeled_line.number}: {line.text!r}")
         if line.tag is not None:
             try:
                 tag_metrics.split_tag(line.tag)
             except ValueError as e:
-                raise ValueError(f"{path}:{line.number}: {e}") from None
+                raise UserError(f"{path}:{line.number}: {e}") from None
         words.append(line.word)
         tags.append(line.tag)
         numbers.append(line.number)
     if words:
         sentences.append(Sentence(tuple(words), None if tags[0] is None else tuple(tags),
                                   tuple(numbers)))
+    if not sentences:
+        raise EmptyInputError(f"{path}: no sentences; expected one word per line (with its tag "
+                              "for training and evaluation), a blank line between sentences")
     return sentences
 
 
@@ -138,7 +142,7 @@ def convert_tags(sentences: Sequence[Sequence[str]], scheme: str) -> list[list[s
 def label_list(entity_types: Sequence[str], scheme: str) -> list[str]:
     """`O`, then each type's tags in the scheme's prefix order: O, B-LOC, I-LOC, B-PER, ..."""
     if scheme not in TAG_SCHEMES:
-        raise ValueError(f"tag scheme must be one of {sorted(TAG_SCHEMES)}, got {scheme!r}")
+        raise UserError(f"tag scheme must be one of {sorted(TAG_SCHEMES)}, got {scheme!r}")
     return [tag_metrics.OUTSIDE] + [f"{prefix}-{entity_type}"
                                     for entity_type in sorted(set(entity_types))
                                     for prefix in TAG_SCHEMES[scheme]]
@@ -166,7 +170,7 @@ def label_ids(sentences: Sequence[Sentence], tags: Sequence[Sequence[str]], labe
     if len(unknown):
         word = int(unknown[0])
         lines = [n for s in sentences for n in s.line_numbers]
-        raise ValueError(f"{path}:{lines[word]}: tag {flat[word]!r} is not in the label list "
+        raise UserError(f"{path}:{lines[word]}: tag {flat[word]!r} is not in the label list "
                          f"{list(labels)}; add its type to the training file or to --labels")
     return np.split(ids, np.cumsum([len(t) for t in tags])[:-1])
 
@@ -290,12 +294,12 @@ def convert_sentences(sentences: Sequence[Sentence], labels: Sequence[np.ndarray
       pad_to_multiple: append all-zero rows up to a multiple of this (the global eval batch).
     """
     if max_seq_length < 3:
-        raise ValueError(f"max_seq_length must be at least 3 for tagging, got {max_seq_length}")
+        raise UserError(f"max_seq_length must be at least 3 for tagging, got {max_seq_length}")
     capacity = max_seq_length - 2
     try:
         cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
     except KeyError as e:
-        raise ValueError(f"the vocabulary has no {e} token; BERT's inputs need [CLS] and [SEP]") from None
+        raise UserError(f"the vocabulary has no {e} token; BERT's inputs need [CLS] and [SEP]") from None
     piece_ids, counts = _word_pieces(sentences, tokenizer, capacity)
     word_offsets = np.concatenate([[0], np.cumsum([len(s.words) for s in sentences])]
                                   ).astype(np.int64)  # [N + 1]
@@ -387,10 +391,10 @@ def write_predictions(source_path: str, output_path: str, data_format: str,
             continue
         tag = next(flat, None)
         if tag is None:
-            raise ValueError(f"{source_path}:{line.number}: more words than predictions")
+            raise UserError(f"{source_path}:{line.number}: more words than predictions")
         lines.append(line.text + ("\t" if "\t" in line.text else " ") + tag + "\n")
     if next(flat, None) is not None:
-        raise ValueError(f"{source_path}: fewer words than predictions")
+        raise UserError(f"{source_path}: fewer words than predictions")
     tmp = f"{output_path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8", newline="") as out:
         out.writelines(lines)

@@ -13,6 +13,8 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from bert_tf.errors import UserError
+
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), bit-reflected
 _MASK_DELTA = 0xA282EAD8
 
@@ -156,17 +158,17 @@ def _read_one(f: BinaryIO, path: str | os.PathLike) -> bytes | None:
     if not header:
         return None
     if len(header) < 12:
-        raise ValueError(f"{path}: truncated TFRecord header at byte {f.tell() - len(header)}")
+        raise UserError(f"{path}: truncated TFRecord header at byte {f.tell() - len(header)}")
     length_bytes = np.frombuffer(header[:8], np.uint8)
     expected = masked_crc32c_rows(length_bytes, np.array([0, 8]))[0]
     if int(expected) != int.from_bytes(header[8:], "little"):
-        raise ValueError(f"{path}: corrupt TFRecord length at byte {f.tell() - 12} (not a TFRecord file?)")
+        raise UserError(f"{path}: corrupt TFRecord length at byte {f.tell() - 12} (not a TFRecord file?)")
     length = int.from_bytes(header[:8], "little")
     body = f.read(length + 4)
     if len(body) < length + 4:
-        raise ValueError(f"{path}: truncated TFRecord at byte {f.tell() - len(body) - 12}")
+        raise UserError(f"{path}: truncated TFRecord at byte {f.tell() - len(body) - 12}")
     data = body[:length]
     crc = masked_crc32c_rows(np.frombuffer(data, np.uint8), np.array([0, length]))[0]
     if int(crc) != int.from_bytes(body[length:], "little"):
-        raise ValueError(f"{path}: corrupt TFRecord data at byte {f.tell() - length - 16}")
+        raise UserError(f"{path}: corrupt TFRecord data at byte {f.tell() - length - 16}")
     return data
