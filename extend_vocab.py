@@ -17,7 +17,7 @@ or grow the embedding table and the masked-LM output bias by one row per token:
 from absl import app, flags
 
 from bert_tf import hf_weights, vocab_extension
-from bert_tf.config import BertConfig
+from bert_tf.config import load_model_config
 
 FLAGS = flags.FLAGS
 
@@ -45,7 +45,7 @@ def main(argv):
     if not tokens:
         raise app.UsageError("give the tokens to add with --new_tokens or --new_tokens_file")
     if FLAGS.bert_config_file:
-        config = BertConfig.from_json_file(FLAGS.bert_config_file)
+        config = load_model_config(FLAGS.bert_config_file)
     elif hf_weights.is_hf_directory(FLAGS.init_checkpoint):
         config = hf_weights.bert_config_from_hf(FLAGS.init_checkpoint)
     else:

@@ -30,7 +30,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, tokenization
-from bert_tf.config import BertConfig
+from bert_tf.albert.modeling import build_encoder
+from bert_tf.config import load_model_config
 from bert_tf.data.classifier_features import truncate_pair_lengths
 from bert_tf.modeling import BertEncoder
 
@@ -185,7 +186,7 @@ def extract_features(options: ExtractionOptions) -> int:
     Returns:
       The number of lines written.
     """
-    config = BertConfig.from_json_file(options.bert_config_file)
+    config = load_model_config(options.bert_config_file)
     check_layers(options.layers, config.num_hidden_layers)
     if not 2 < options.max_seq_length <= config.max_position_embeddings:
         raise ValueError(f"--max_seq_length {options.max_seq_length} must be in 3.."
@@ -195,7 +196,7 @@ def extract_features(options: ExtractionOptions) -> int:
     tokenizer = tokenization.create_tokenizer(vocab_file=options.vocab_file,
                                               spm_model_file=options.spm_model_file,
                                               do_lower_case=options.do_lower_case)
-    encoder = BertEncoder(config)
+    encoder = build_encoder(config)
     checkpoints.init_from_checkpoint(encoder, options.init_checkpoint)
     run = layer_function(encoder, list(options.layers))
     progress = _Progress(sum(1 for _ in read_lines(options.input_file)), options.input_file)

@@ -21,7 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import tokenization, training
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, load_model_config
 from bert_tf.metrics import pretraining as pretraining_metrics
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -30,7 +30,7 @@ LABEL_LIST_FILE = "label_list.txt"
 
 def load_bert_config(bert_config_file: str, max_seq_length: int) -> BertConfig:
     """The model's config, checked to hold sequences of `max_seq_length` tokens."""
-    config = BertConfig.from_json_file(bert_config_file)
+    config = load_model_config(bert_config_file)
     if max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} is longer than the model's "
                          f"max_position_embeddings={config.max_position_embeddings} "

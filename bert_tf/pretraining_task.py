@@ -24,7 +24,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, losses, models, training
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, load_model_config
 from bert_tf.data import datasets, features
 from bert_tf.metrics import pretraining as pretraining_metrics
 
@@ -103,7 +103,7 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     figures when not evaluating)."""
     if not options.do_train and not options.do_eval:
         raise ValueError("At least one of --do_train or --do_eval must be True.")
-    bert_config = BertConfig.from_json_file(options.bert_config_file)
+    bert_config = load_model_config(options.bert_config_file)
     if options.max_seq_length > bert_config.max_position_embeddings:
         raise ValueError(
             f"--max_seq_length={options.max_seq_length} is longer than max_position_embeddings="
