@@ -131,7 +131,7 @@ def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
     if model_type == "albert":
         return albert_config_from_hf(values, path)
     if model_type != "bert":
-        raise ConfigError(f"{path}: model_type {model_type!r} is neither BERT nor ALBERT; only "
+        raise ConfigError(f"{path}: model_type {model_type!r} is not BERT (nor ALBERT); only "
                           f"their weights can be imported")
     hidden_act = hf_hidden_act(values, path, default="gelu")
     known = {key: values[key] for key in _CONFIG_KEYS if key in values}
