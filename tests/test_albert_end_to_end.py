@@ -70,7 +70,7 @@ def test_sop_records_pretrain_with_lamb_and_restore_into_a_classifier(tmp_path):
         max_predictions_per_seq=PRED, do_train=True, do_eval=True, export_google_checkpoint=True)
     run_config = training.RunConfig(
         output_dir=str(tmp_path / "pretraining"), train_batch_size=32, eval_batch_size=32,
-        learning_rate=5e-3, num_train_steps=40, num_warmup_steps=4, optimizer="lamb",
+        learning_rate=0.1, num_train_steps=40, num_warmup_steps=4, optimizer="lamb",
         max_eval_steps=4, log_every_n_steps=20, save_checkpoints_steps=40, seed=3)
     results = pretraining_task.run_pretraining(options, run_config, distribution.get_strategy())
     vocab_size = load_model_config(config_file).vocab_size
