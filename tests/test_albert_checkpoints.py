@@ -74,47 +74,53 @@ def test_hf_config_translates(hf_dir):
                                                                   hf.inner_group_num)
 
 
-def test_golden_outputs_match_transformers(hf_dir, batch):
-    reference = transformers.AlbertModel.from_pretrained(hf_dir, attn_implementation="eager").eval()
-    with torch.no_grad():
-        out = reference(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
-                        attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
-                        token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
-    encoder = AlbertEncoder(bert_config_from_hf(hf_dir))
-    report = checkpoints.init_from_checkpoint(encoder, hf_dir)
-    assert not report.missing
-    ours = encoder(batch)
-    mask = batch["input_mask"][..., None].astype(bool)  # padding positions are not compared
-    np.testing.assert_allclose(np.where(mask, ours["sequence_output"].numpy(), 0),
-                               np.where(mask, out.last_hidden_state.numpy(), 0), atol=TOLERANCE)
-    np.testing.assert_allclose(ours["pooled_output"].numpy(), out.pooler_output.numpy(),
-                               atol=TOLERANCE)
-    assert len(ours["encoder_outputs"]) == 4
-
-
-def test_pretraining_heads_match_transformers(hf_dir, batch):
-    """The MLM head transforms to E and scores against the E-wide table; SOP is the NSP head."""
-    reference = transformers.AlbertForPreTraining.from_pretrained(
+@pytest.fixture(scope="module")
+def reference(hf_dir, batch):
+    """transformers on the saved weights: the AlbertModel outputs and the pretraining logits."""
+    model = transformers.AlbertForPreTraining.from_pretrained(
         hf_dir, attn_implementation="eager").eval()
+    inputs = dict(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
+                  attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
+                  token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
     with torch.no_grad():
-        out = reference(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
-                        attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
-                        token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
+        return model.albert(**inputs), model(**inputs)
+
+
+@pytest.fixture(scope="module")
+def ours(hf_dir):
+    """Our pretraining model (AlbertEncoder + heads) loaded from the Hugging Face directory."""
     model = models.pretraining_model(bert_config_from_hf(hf_dir))
     report = checkpoints.init_from_checkpoint(model, hf_dir)
     assert not report.missing and not report.unused, report
-    positions = np.array([[0, 3, 10], [1, 2, 3], [0, 5, 8]], np.int32)
-    logits = model({**batch, "masked_lm_positions": positions})
-    expected = np.take_along_axis(out.prediction_logits.numpy(), positions[..., None], axis=1)
-    np.testing.assert_allclose(logits["masked_lm_logits"].numpy(), expected, atol=TOLERANCE)
-    np.testing.assert_allclose(logits["next_sentence_logits"].numpy(), out.sop_logits.numpy(),
+    return model
+
+
+def test_golden_outputs_match_transformers(ours, reference, batch):
+    assert isinstance(ours.encoder, AlbertEncoder)
+    outputs = ours.encoder(batch)
+    expected = reference[0]
+    mask = batch["input_mask"][..., None].astype(bool)  # padding positions are not compared
+    np.testing.assert_allclose(np.where(mask, outputs["sequence_output"].numpy(), 0),
+                               np.where(mask, expected.last_hidden_state.numpy(), 0),
                                atol=TOLERANCE)
+    np.testing.assert_allclose(outputs["pooled_output"].numpy(), expected.pooler_output.numpy(),
+                               atol=TOLERANCE)
+    assert len(outputs["encoder_outputs"]) == 4
 
 
-def test_tf1_export_reads_back_bit_identical(hf_dir, tmp_path):
-    config = bert_config_from_hf(hf_dir)
-    model = models.pretraining_model(config)
-    checkpoints.init_from_checkpoint(model, hf_dir)
+def test_pretraining_heads_match_transformers(ours, reference, batch):
+    """The MLM head transforms to E and scores against the E-wide table; SOP is the NSP head."""
+    expected = reference[1]
+    positions = np.array([[0, 3, 10], [1, 2, 3], [0, 5, 8]], np.int32)
+    logits = ours({**batch, "masked_lm_positions": positions})
+    mlm = np.take_along_axis(expected.prediction_logits.numpy(), positions[..., None], axis=1)
+    np.testing.assert_allclose(logits["masked_lm_logits"].numpy(), mlm, atol=TOLERANCE)
+    np.testing.assert_allclose(logits["next_sentence_logits"].numpy(),
+                               expected.sop_logits.numpy(), atol=TOLERANCE)
+
+
+def test_tf1_export_reads_back_bit_identical(ours, tmp_path):
+    model, config = ours, ours.config
     prefix = checkpoints.export_google_checkpoint(model, tmp_path / "albert" / "model.ckpt-0")
     names = dict(tf.train.list_variables(prefix))
     g_last = config.num_hidden_groups - 1
@@ -132,9 +138,8 @@ def test_tf1_export_reads_back_bit_identical(hf_dir, tmp_path):
         assert a.path == b.path and np.array_equal(a.numpy(), b.numpy()), a.path
 
 
-def test_bert_and_albert_checkpoints_are_told_apart(hf_dir, tmp_path):
-    albert = models.pretraining_model(bert_config_from_hf(hf_dir))
-    albert_prefix = checkpoints.export_google_checkpoint(albert, tmp_path / "a" / "model.ckpt")
+def test_bert_and_albert_checkpoints_are_told_apart(ours, hf_dir, tmp_path):
+    albert_prefix = checkpoints.export_google_checkpoint(ours, tmp_path / "a" / "model.ckpt")
     bert_config = BertConfig(vocab_size=101, hidden_size=32, num_hidden_layers=2,
                              num_attention_heads=4, intermediate_size=37)
     bert_prefix = checkpoints.export_google_checkpoint(BertEncoder(bert_config),
