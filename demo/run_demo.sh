@@ -57,9 +57,9 @@ python create_pretraining_data.py --input_file="$OUT/albert_corpus.txt" \
   --output_file="$OUT/albert-sop.tfrecord" --vocab_file="$OUT/vocab.txt" --sentence_order \
   --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=1 --num_workers=1
 python run_pretraining.py --input_file="$OUT/albert-sop.tfrecord" --output_dir="$OUT/albert" \
-  --albert_config_file="$OUT/albert_config.json" --optimizer=lamb --learning_rate=0.02 \
-  --do_train --do_eval --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=32 \
-  --eval_batch_size=32 --num_train_steps=60 --num_warmup_steps=6 --max_eval_steps=5 \
+  --albert_config_file="$OUT/albert_config.json" --optimizer=lamb --learning_rate=0.05 \
+  --do_train --do_eval --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=16 \
+  --eval_batch_size=32 --num_train_steps=30 --num_warmup_steps=3 --max_eval_steps=2 \
   --log_every_n_steps=20 --export_google_checkpoint
 cat "$OUT/albert/eval_results.txt"
 
