@@ -276,6 +276,12 @@ def _check_encoder_complete(missing: list[str], available: Iterable[str], source
             f"config is {model_family} ({'has' if model_family == 'ALBERT' else 'lacks'} "
             f"embedding_size / num_hidden_groups): use the config released with the checkpoint "
             f"({'albert' if family == 'ALBERT' else 'bert'}_config.json)")
+    if model_family == "ALBERT":
+        groups = {m.group(1) for m in map(re.compile(r"group_(\d+)/").search, available) if m}
+        raise CheckpointError(
+            f"{source}: {len(missing)} encoder weights are not in the checkpoint, e.g. "
+            f"{', '.join(missing[:3])}. The checkpoint has {len(groups)} groups of blocks; check "
+            f"num_hidden_groups and inner_group_num in albert_config.json.")
     layers = {m.group(1) for m in map(re.compile(r"layer_(\d+)/").search, available) if m}
     raise CheckpointError(
         f"{source}: {len(missing)} encoder weights are not in the checkpoint, e.g. "

@@ -148,3 +148,10 @@ def test_bert_and_albert_checkpoints_are_told_apart(ours, hf_dir, tmp_path):
         checkpoints.init_from_checkpoint(BertEncoder(bert_config), albert_prefix)
     with pytest.raises(CheckpointError, match="is a BERT checkpoint but the model config is ALBERT"):
         checkpoints.init_from_checkpoint(AlbertEncoder(bert_config_from_hf(hf_dir)), bert_prefix)
+
+
+def test_a_config_with_other_groups_names_the_keys(ours, tmp_path):
+    prefix = checkpoints.export_google_checkpoint(ours, tmp_path / "model.ckpt")
+    more_groups = ours.config.replace(num_hidden_groups=4, inner_group_num=1)
+    with pytest.raises(CheckpointError, match="check num_hidden_groups and inner_group_num"):
+        checkpoints.init_from_checkpoint(AlbertEncoder(more_groups), prefix)
