@@ -31,6 +31,9 @@ from bert_tf.checkpoint_files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WORD
                                       OBJECT_VALUE_SUFFIX, CheckpointError, LazyArrays,
                                       ObjectCheckpoint, read_arrays, resolve_checkpoint,
                                       write_tf1_checkpoint)
+from bert_tf.albert import checkpoint_names as albert_names
+from bert_tf.albert.config import AlbertConfig
+from bert_tf.albert.modeling import AlbertEncoder
 from bert_tf.hf_weights import bert_config_from_hf
 from bert_tf.modeling import BertEncoder
 
@@ -141,11 +144,19 @@ def _attribute(root, path: str):
 
 
 def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
-    """The encoder's part of the name map, in the original's order."""
+    """The encoder's part of the name map, in the original's order (google-research/albert's
+    for an AlbertEncoder: one entry per shared block, not per layer)."""
     names = {"bert/" + k: v for k, v in _EMBEDDING_NAMES.items()}
-    for i in range(len(encoder.transformer_layers)):
-        names.update({f"bert/encoder/layer_{i}/{k}": f"transformer_layers[{i}].{v}"
-                      for k, v in _LAYER_NAMES.items()})
+    if isinstance(encoder, AlbertEncoder):
+        names.update({"bert/" + k: v for k, v in albert_names.EMBEDDING_PROJECTION_NAMES.items()})
+        for g, group in enumerate(encoder.groups):
+            for k in range(len(group.blocks)):
+                names.update({albert_names.block_name(g, k, name): f"group_{g}.inner_group_{k}.{v}"
+                              for name, v in _LAYER_NAMES.items()})
+    else:
+        for i in range(len(encoder.transformer_layers)):
+            names.update({f"bert/encoder/layer_{i}/{k}": f"transformer_layers[{i}].{v}"
+                          for k, v in _LAYER_NAMES.items()})
     names.update({"bert/" + k: v for k, v in _POOLER_NAMES.items()})
     return [WeightMapping(name, _attribute(encoder, path)) for name, path in names.items()]
 
@@ -230,7 +241,7 @@ def _load_arrays(model, arrays: LazyArrays, report: CheckpointReport) -> Checkpo
     """Copies TF1-named arrays into the model through the name map."""
     mappings = model_mappings(model)
     _check_encoder_complete([m.name for m in mappings if m.in_encoder and m.name not in arrays],
-                            arrays, report.path)
+                            arrays, report.path, find_encoder(model))
     for mapping in mappings:
         if mapping.name in arrays:
             _copy(mapping, np.asarray(arrays[mapping.name]()), report)
@@ -250,11 +261,27 @@ def _copy(mapping: WeightMapping, value: np.ndarray, report: CheckpointReport) -
     report.loaded.append(mapping.name)
 
 
-def _check_encoder_complete(missing: list[str], available: Iterable[str], source: str) -> None:
+def _check_encoder_complete(missing: list[str], available: Iterable[str], source: str,
+                            encoder: BertEncoder) -> None:
     """Raises when an encoder weight other than the pooler is absent (the pooler may be)."""
     missing = [name for name in missing if not re.search(r"(^|/)pooler/", name)]
     if not missing:
         return
+    available = list(available)
+    model_family = "ALBERT" if isinstance(encoder, AlbertEncoder) else "BERT"
+    family = albert_names.family_of(available)
+    if family and family != model_family:
+        raise CheckpointError(
+            f"{source} is {'an' if family == 'ALBERT' else 'a'} {family} checkpoint but the model "
+            f"config is {model_family} ({'has' if model_family == 'ALBERT' else 'lacks'} "
+            f"embedding_size / num_hidden_groups): use the config released with the checkpoint "
+            f"({'albert' if family == 'ALBERT' else 'bert'}_config.json)")
+    if model_family == "ALBERT":
+        groups = {m.group(1) for m in map(re.compile(r"group_(\d+)/").search, available) if m}
+        raise CheckpointError(
+            f"{source}: {len(missing)} encoder weights are not in the checkpoint, e.g. "
+            f"{', '.join(missing[:3])}. The checkpoint has {len(groups)} groups of blocks; check "
+            f"num_hidden_groups and inner_group_num in albert_config.json.")
     layers = {m.group(1) for m in map(re.compile(r"layer_(\d+)/").search, available) if m}
     raise CheckpointError(
         f"{source}: {len(missing)} encoder weights are not in the checkpoint, e.g. "
@@ -303,7 +330,7 @@ def _load_object_checkpoint(model, prefix: str) -> CheckpointReport:
                    ckpt.key(head_root, path))
                   for key, (path, var) in _variable_paths(model).items() if key not in encoder_paths]
     _check_encoder_complete([m.name for m, key in found if m.in_encoder and key is None],
-                            [key for _, key in found if key], prefix)
+                            ckpt.variable_keys(), prefix, encoder)
     report = CheckpointReport(prefix, KIND_BERT_TF)
     for mapping, key in found:
         if key is None:
@@ -325,7 +352,7 @@ def export_google_checkpoint(model, prefix: str | os.PathLike,
     """Writes `model` in the original's TF1 layout, readable by the original code and converters.
 
     Writes `<prefix>.index`, `<prefix>.data-00000-of-00001` and `bert_config.json` (the encoder's
-    config), plus a copy of `vocab_file` as `vocab.txt` when given, into prefix's directory.
+    config; `albert_config.json` for ALBERT, as google-research/albert names it), plus a copy of `vocab_file` as `vocab.txt` when given, into prefix's directory.
 
     Args:
       model: a BertEncoder or a model of models.py; its heads are written under their TF1 names.
@@ -336,7 +363,10 @@ def export_google_checkpoint(model, prefix: str | os.PathLike,
       The checkpoint prefix.
     """
     arrays = {m.name: np.asarray(m.variable.numpy()) for m in model_mappings(model)}
-    files = {"bert_config.json": find_encoder(model).config.to_json_string()}
+    config = find_encoder(model).config
+    # google-research/albert releases name theirs albert_config.json.
+    config_name = "albert_config.json" if isinstance(config, AlbertConfig) else "bert_config.json"
+    files = {config_name: config.to_json_string()}
     if vocab_file is not None:
         with tf.io.gfile.GFile(os.fspath(vocab_file), "r") as f:
             files["vocab.txt"] = f.read()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any, Mapping
 
@@ -15,6 +16,10 @@ from bert_tf.errors import UserError
 # Activations the original accepts in `hidden_act`, plus "gelu_exact" (the erf form) which is ours.
 # "gelu" is the tanh approximation, as in the original.
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+# Hugging Face `hidden_act` → ours, the same function: their "gelu" is the erf form, "gelu_new"
+# the tanh approximation.
+HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                  "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 
 
 class ConfigError(UserError):
@@ -78,20 +83,18 @@ class BertConfig:
         extra = {k: v for k, v in values.items() if k not in names}
         return cls(**known, extra=extra)
 
+    @property
+    def embedding_width(self) -> int:
+        """The width of the word-embedding table: H for BERT (ALBERT's is E)."""
+        return self.hidden_size
+
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
         """Reads a `bert_config.json` (the original's or ours)."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: bert config file not found (check --bert_config_file)") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{path}: not UTF-8 ({e.reason}); JSON files are UTF-8") from None
-        if not isinstance(values, dict):
-            raise ConfigError(f"{path}: expected a JSON object of model settings")
+        return cls._from_file_values(read_config_json(path), path)
+
+    @classmethod
+    def _from_file_values(cls, values: dict[str, Any], path: str | os.PathLike) -> "BertConfig":
         try:
             return cls.from_dict(values)
         except (ConfigError, TypeError) as e:
@@ -115,3 +118,55 @@ class BertConfig:
 
     def replace(self, **changes: Any) -> "BertConfig":
         return dataclasses.replace(self, **changes)
+
+
+def read_config_json(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON object of a model config file; errors name the file (and line)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: bert config file not found (check --bert_config_file)") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 ({e.reason}); JSON files are UTF-8") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a JSON object of model settings")
+    return values
+
+
+def load_model_config(path: str | os.PathLike) -> BertConfig:
+    """Reads a `bert_config.json` or an ALBERT `albert_config.json`: the one place that decides.
+
+    Returns:
+      an `AlbertConfig` (a BertConfig subclass) when the file has ALBERT keys (`embedding_size`,
+      `num_hidden_groups`, ...), else a BertConfig.
+    """
+    from bert_tf.albert import config as albert_config  # noqa: PLC0415 (it imports this module)
+
+    values = read_config_json(path)
+    cls = albert_config.AlbertConfig if albert_config.is_albert_dict(values) else BertConfig
+    return cls._from_file_values(values, path)
+
+
+def hf_hidden_act(values: Mapping[str, Any], source: str, default: str) -> str:
+    """Checks what a Hugging Face config.json sets beyond our keys; returns our `hidden_act`.
+
+    Args:
+      values: the parsed config.json.
+      source: the file, named in errors.
+      default: the model family's Hugging Face default activation.
+    """
+    eps = values.get("layer_norm_eps", 1e-12)
+    if not math.isclose(eps, 1e-12, rel_tol=0, abs_tol=1e-13):
+        raise ConfigError(f"{source}: layer_norm_eps {eps} differs from BERT's 1e-12")
+    if values.get("position_embedding_type", "absolute") != "absolute":
+        raise ConfigError(f"{source}: position_embedding_type "
+                          f"{values['position_embedding_type']!r} is not supported (BERT uses "
+                          f"absolute position embeddings)")
+    act = values.get("hidden_act", default)
+    if act not in HF_ACTIVATIONS:
+        raise ConfigError(f"{source}: hidden_act {act!r} has no bert_tf equivalent "
+                          f"(supported: {', '.join(HF_ACTIVATIONS)})")
+    return HF_ACTIVATIONS[act]

@@ -30,6 +30,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints, model_config, tokenization
+from bert_tf.albert.modeling import build_encoder
 from bert_tf.data.classifier_features import truncate_pair_lengths
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.modeling import BertEncoder
@@ -195,7 +196,7 @@ def extract_features(options: ExtractionOptions) -> int:
     tokenizer = tokenization.create_tokenizer(vocab_file=options.vocab_file,
                                               spm_model_file=options.spm_model_file,
                                               do_lower_case=options.do_lower_case)
-    encoder = BertEncoder(config)
+    encoder = build_encoder(config)
     checkpoints.init_from_checkpoint(encoder, options.init_checkpoint)
     run = layer_function(encoder, list(options.layers))
     progress = _Progress(sum(1 for _ in read_lines(options.input_file)), options.input_file)

@@ -5,6 +5,7 @@ Variables by attribute path (original TF1 names on the right; kernels [in,out], 
 
   masked_lm.transform.{kernel,bias}        [H,H],[H]  cls/predictions/transform/dense/*
   masked_lm.layer_norm.{gamma,beta}        [H]        cls/predictions/transform/LayerNorm/*
+  (ALBERT: [H,E],[E] and [E], E = embedding_size, the width of its tied table)
   masked_lm.output_bias                    [V]        cls/predictions/output_bias
   (the [V,H] output matrix is the encoder's word-embedding table, passed in at call time, so
   checkpoints store it once, under the encoder)
@@ -36,10 +37,11 @@ class MaskedLM(keras.layers.Layer):
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
-        h = config.hidden_size
-        self.transform = Dense(config, h, h, activation=get_activation(config.hidden_act),
+        # H → H for BERT; H → E for ALBERT, whose tied table is E wide.
+        h, e = config.hidden_size, config.embedding_width
+        self.transform = Dense(config, e, h, activation=get_activation(config.hidden_act),
                                name="transform", dtype=self.dtype_policy)
-        self.layer_norm = LayerNorm(h, name="layer_norm", dtype=self.dtype_policy)
+        self.layer_norm = LayerNorm(e, name="layer_norm", dtype=self.dtype_policy)
         self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
                                            name="output_bias")
         self.built = True

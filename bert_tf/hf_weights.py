@@ -1,4 +1,5 @@
-"""Hugging Face BERT directories (`config.json` + `model.safetensors`) seen through TF1 names.
+"""Hugging Face BERT and ALBERT directories (`config.json` + `model.safetensors`) seen through
+TF1 names (ALBERT's translation: albert/checkpoint_names.py).
 
 Hugging Face names (`bert.encoder.layer.3.attention.self.query.weight`, with or without the
 `bert.` prefix) are translated to the original's TF1 names so that checkpoints.py holds the only
@@ -15,7 +16,9 @@ from typing import Callable
 
 import numpy as np
 
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.albert import checkpoint_names as albert_names
+from bert_tf.albert.config import AlbertConfig, albert_config_from_hf
+from bert_tf.config import BertConfig, ConfigError, hf_hidden_act
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -39,9 +42,6 @@ _HEAD_NAMES = {
 # Buffers and tied copies that are not weights of their own.
 _NOT_WEIGHTS = re.compile(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 
-# Hugging Face "gelu" is the erf form; the original's (and our) "gelu" is the tanh approximation.
-_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
-                "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 _CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
                 "max_position_embeddings", "type_vocab_size", "initializer_range")
@@ -94,13 +94,16 @@ def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
     """
     from safetensors import safe_open  # noqa: PLC0415 (only needed for this format)
 
+    albert = isinstance(bert_config_from_hf(directory), AlbertConfig)
+    translate = albert_names.hf_tf1_name if albert else tf1_name
+    not_weights = albert_names.HF_NOT_WEIGHTS if albert else _NOT_WEIGHTS
     arrays: dict[str, Callable[[], np.ndarray]] = {}
     for path in _weight_files(directory):
         handle = safe_open(path, framework="numpy")
         for hf_name in handle.keys():
-            if _NOT_WEIGHTS.search(hf_name):
+            if not_weights.search(hf_name):
                 continue
-            name, transpose = tf1_name(hf_name)
+            name, transpose = translate(hf_name)
 
             def load(handle=handle, hf_name=hf_name, transpose=transpose) -> np.ndarray:
                 value = handle.get_tensor(hf_name).astype(np.float32, copy=False)
@@ -125,18 +128,11 @@ def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
     except FileNotFoundError:
         raise ConfigError(f"{path}: Hugging Face config.json not found") from None
     model_type = values.get("model_type", "bert")
+    if model_type == "albert":
+        return albert_config_from_hf(values, path)
     if model_type != "bert":
-        raise ConfigError(f"{path}: model_type {model_type!r} is not BERT; only BERT weights "
-                          f"can be imported")
-    if values.get("position_embedding_type", "absolute") != "absolute":
-        raise ConfigError(f"{path}: position_embedding_type {values['position_embedding_type']!r} "
-                          f"is not supported (BERT uses absolute position embeddings)")
-    eps = values.get("layer_norm_eps", 1e-12)
-    if not np.isclose(eps, 1e-12, rtol=0, atol=1e-13):
-        raise ConfigError(f"{path}: layer_norm_eps {eps} differs from BERT's 1e-12")
-    act = values.get("hidden_act", "gelu")
-    if act not in _ACTIVATIONS:
-        raise ConfigError(f"{path}: hidden_act {act!r} has no bert_tf equivalent "
-                          f"(supported: {', '.join(_ACTIVATIONS)})")
+        raise ConfigError(f"{path}: model_type {model_type!r} is not BERT (nor ALBERT); only "
+                          f"their weights can be imported")
+    hidden_act = hf_hidden_act(values, path, default="gelu")
     known = {key: values[key] for key in _CONFIG_KEYS if key in values}
-    return BertConfig.from_dict({**known, "hidden_act": _ACTIVATIONS[act]})
+    return BertConfig.from_dict({**known, "hidden_act": hidden_act})

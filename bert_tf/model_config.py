@@ -3,7 +3,8 @@
 `--bert_config_file` stays the original's flag and wins when given. Without it, the config comes
 from `--init_checkpoint`:
 
-- an original Google directory (or its `bert_model.ckpt` prefix): `bert_config.json` beside it;
+- an original Google directory (or its `bert_model.ckpt` prefix): `bert_config.json` beside it
+  (`albert_config.json` for google-research/albert's);
 - a bert_tf run directory (or one of its `ckpt-N` prefixes): the `bert_config.json` the run wrote;
 - a Hugging Face directory: its `config.json`, translated (HF "gelu" is the erf form, our
   "gelu_exact"; "gelu_new"/"gelu_pytorch_tanh" are our "gelu").
@@ -19,15 +20,16 @@ import os
 import re
 
 from bert_tf import hf_weights
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, load_model_config
 from bert_tf.errors import MissingFileError, UserError
 
 BERT_CONFIG_FILE = "bert_config.json"
+ALBERT_CONFIG_FILE = "albert_config.json"  # beside google-research/albert's checkpoints
 
 
 def load_config_file(path: str) -> BertConfig:
-    """A model config JSON in bert_config.json's layout (the one place to dispatch on its keys)."""
-    return BertConfig.from_json_file(path)
+    """A model config JSON in bert_config.json's layout: BERT, or ALBERT by its keys."""
+    return load_model_config(path)
 
 
 def translate_hf_config(path: str) -> BertConfig:
@@ -55,7 +57,7 @@ def config_source(bert_config_file: str | None, init_checkpoint: str | None = No
                       output_dir):
         if not directory:
             continue
-        for name in (BERT_CONFIG_FILE, hf_weights.CONFIG_FILE):
+        for name in (BERT_CONFIG_FILE, ALBERT_CONFIG_FILE, hf_weights.CONFIG_FILE):
             if os.path.isfile(os.path.join(directory, name)):
                 return os.path.join(directory, name)
     where = f" ({init_checkpoint} has neither bert_config.json nor config.json)" \

@@ -200,7 +200,7 @@ class BertEmbeddings(keras.layers.Layer):
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
         init = initializer(config)
-        h = config.hidden_size
+        h = config.embedding_width  # H for BERT, E for ALBERT
         self.word_embeddings = self.add_weight(
             shape=(config.vocab_size, h), initializer=init, name="word_embeddings")
         self.token_type_embeddings = self.add_weight(

@@ -1,4 +1,5 @@
-"""Encoder + head models. Each is a keras.Model with an `.encoder` (a `BertEncoder`), called with
+"""Encoder + head models. Each is a keras.Model with an `.encoder` (a `BertEncoder`, or its
+subclass `AlbertEncoder` for an ALBERT config), called with
 the features dict (int32 `input_ids, input_mask, segment_ids` [B,S], plus `masked_lm_positions`
 [B,P] for pretraining) and returning a dict of float32 logits.
 
@@ -12,8 +13,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf import heads
+from bert_tf.albert.modeling import build_encoder
 from bert_tf.config import BertConfig
-from bert_tf.modeling import BertEncoder
 
 
 class _EncoderModel(keras.Model):
@@ -22,7 +23,7 @@ class _EncoderModel(keras.Model):
     def __init__(self, config: BertConfig, dtype=None, **kwargs):
         super().__init__(dtype=dtype, **kwargs)
         self.config = config
-        self.encoder = BertEncoder(config, dtype=self.dtype_policy)
+        self.encoder = build_encoder(config, dtype=self.dtype_policy)
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
         """A zero batch of the features dict, for building or tracing."""

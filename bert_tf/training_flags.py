@@ -24,13 +24,14 @@ Options = TypeVar("Options")
 
 def define_model_flags(*, tokenizer: bool = True, output_dir: bool = True,
                        flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """The pre-trained model's flags, defaults as the original's: --bert_config_file,
-    --init_checkpoint, with `tokenizer` --vocab_file, --spm_model_file, --do_lower_case, and with
+    """The pre-trained model's flags, defaults as the original's: --bert_config_file (alias
+    --albert_config_file), --init_checkpoint, with `tokenizer` --vocab_file, --spm_model_file, --do_lower_case, and with
     `output_dir` --output_dir."""
     string = functools.partial(flags.DEFINE_string, flag_values=flag_values)
     string("bert_config_file", None, "bert_config.json of the pre-trained model: it specifies "
            "the architecture. Default: the config --init_checkpoint brings (bert_config.json "
-           "beside it, or a Hugging Face config.json).")
+           "beside it, or a Hugging Face config.json); an ALBERT albert_config.json works too.")
+    _define_config_alias("albert_config_file", flag_values["bert_config_file"], flag_values)
     string("init_checkpoint", None, "Weights to start from: an original TF1 checkpoint, a "
            "bert_tf run directory or a Hugging Face directory.")
     if tokenizer:
@@ -41,6 +42,46 @@ def define_model_flags(*, tokenizer: bool = True, output_dir: bool = True,
     if output_dir:
         string("output_dir", None, "Checkpoints, cached records, predictions and results go "
                "here.")
+
+
+class _ConfigFileAlias(flags.Flag):
+    """--albert_config_file: sets --bert_config_file; giving both with different values is an
+    error (in either order), not a silent choice."""
+
+    def __init__(self, original: flags.Flag, name: str):
+        super().__init__(original.parser, original.serializer, name, None,
+                         f"Alias for --{original.name}.")
+        self.original = original
+        self.given = None
+
+    def parse(self, argument: str) -> None:
+        value = self.original.parser.parse(argument)
+        if self.original.present and self.original.value != value:
+            raise flags.IllegalFlagValueError(
+                f"--{self.name}={value} and --{self.original.name}={self.original.value} differ: "
+                f"give one of them")
+        self.original.parse(argument)
+        self.given = value
+        self.present += 1
+
+    @property
+    def value(self):
+        return self.original.value
+
+    @value.setter
+    def value(self, value) -> None:
+        if getattr(self, "original", None) is not None:  # Flag.__init__ sets it before `original`
+            self.original.value = value
+
+
+def _define_config_alias(name: str, original: flags.Flag, flag_values: flags.FlagValues) -> None:
+    alias = _ConfigFileAlias(original, name)
+    flags.DEFINE_flag(alias, flag_values)
+    # The alias given first, then --bert_config_file: only the final value shows the conflict.
+    flags.register_validator(original.name,
+                             lambda value: not alias.present or value == alias.given,
+                             message=f"--{name} and --{original.name} differ: give one of them",
+                             flag_values=flag_values)
 
 
 def define_finetuning_flags(*, with_eval: bool = True,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end on the bundled data (no downloads); everything is written under
-# demo_output/. Steps: build a vocabulary -> create pretraining records -> pretrain a tiny model ->
-# extract features -> fine-tune it on classification, SQuAD-format QA and NER.
+# demo_output/. Steps: build a vocabulary -> create pretraining records -> pretrain a tiny model
+# (and a tiny ALBERT) -> extract features -> fine-tune it on classification, SQuAD-format QA and NER.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${DEMO_OUTPUT:-demo_output}
@@ -38,6 +38,30 @@ python run_pretraining.py --input_file="$OUT/pretrain-*.tfrecord" --output_dir="
   --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=32 --eval_batch_size=32 \
   --learning_rate=5e-4 --num_train_steps=800 --num_warmup_steps=80 --save_checkpoints_steps=400 \
   --iterations_per_loop=100 --log_every_n_steps=100 --max_eval_steps=20 --export_google_checkpoint
+
+step "3b. ALBERT: sentence-order records, a tiny shared-layer model pretrained with LAMB"
+python - "$OUT" <<'PY'
+import sys
+from bert_tf.albert.config import AlbertConfig
+from bert_tf.config import load_model_config
+out = sys.argv[1]
+bert = load_model_config(f"{out}/bert_config.json")
+AlbertConfig(vocab_size=bert.vocab_size, embedding_size=32, hidden_size=128, num_hidden_layers=4,
+             num_hidden_groups=1, num_attention_heads=4, intermediate_size=256,
+             max_position_embeddings=128, type_vocab_size=2, hidden_dropout_prob=0.0,
+             attention_probs_dropout_prob=0.0).to_json_file(f"{out}/albert_config.json")
+print(f"wrote {out}/albert_config.json (4 layers sharing one block)")
+PY
+head -n 1500 "$DATA/corpus.txt" > "$OUT/albert_corpus.txt"
+python create_pretraining_data.py --input_file="$OUT/albert_corpus.txt" \
+  --output_file="$OUT/albert-sop.tfrecord" --vocab_file="$OUT/vocab.txt" --sentence_order \
+  --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=1 --num_workers=1
+python run_pretraining.py --input_file="$OUT/albert-sop.tfrecord" --output_dir="$OUT/albert" \
+  --albert_config_file="$OUT/albert_config.json" --optimizer=lamb --learning_rate=0.05 \
+  --do_train --do_eval --max_seq_length=64 --max_predictions_per_seq=10 --train_batch_size=16 \
+  --eval_batch_size=32 --num_train_steps=30 --num_warmup_steps=3 --max_eval_steps=2 \
+  --log_every_n_steps=20 --export_google_checkpoint
+cat "$OUT/albert/eval_results.txt"
 
 step "4. Extract features with the pretrained encoder"
 head -n 20 "$DATA/corpus.txt" | grep -v '^$' > "$OUT/extract_input.txt"
