@@ -12,7 +12,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf import heads
+from bert_tf import heads, modeling
 from bert_tf.albert.modeling import build_encoder
 from bert_tf.config import BertConfig
 
@@ -86,7 +86,10 @@ class SpanModel(_EncoderModel):
 
     def call(self, features: dict, training=False) -> dict:
         """→ `start_logits` [B,S], `end_logits` [B,S] (float32)."""
-        sequence = self.encoder(features, training=training)["sequence_output"]
+        # The original's span loss is a softmax over every position, padding included, so the
+        # padding positions are computed as the original computes them.
+        with modeling.keep_padding():
+            sequence = self.encoder(features, training=training)["sequence_output"]
         start_logits, end_logits = self.span(sequence)
         return {"start_logits": start_logits, "end_logits": end_logits}
 
