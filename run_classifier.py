@@ -36,6 +36,7 @@ flags.DEFINE_list("label_list", None, "--task_name=custom: labels in output orde
 flags.DEFINE_bool("regression", False, "--task_name=custom: a float score, trained with MSE.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
 training_flags.define_model_flags()
+training_flags.define_padding_flags()
 training_flags.define_finetuning_flags()
 training_flags.define_flags()
 

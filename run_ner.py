@@ -38,6 +38,7 @@ flags.DEFINE_string("test_file", "test.txt", "File to tag, in --data_dir (or a f
 flags.DEFINE_integer("window_overlap", 32, "WordPieces that consecutive windows of a long "
                      "sentence share (at most half a window).")
 training_flags.define_model_flags()
+training_flags.define_padding_flags()
 training_flags.define_finetuning_flags()
 training_flags.define_flags()
 
