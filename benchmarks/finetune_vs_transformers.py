@@ -22,8 +22,9 @@ demo data of this repository (`demo/data/classification`, `demo/data/ner`, `demo
 The machine's speed drifts, so transformers runs before and after bert_tf and the ratio is taken
 against the mean of the two. One line per task: {"task", "max_seq_length", "batch_size",
 "steps", "bert_tf", "transformers_before", "transformers_after", "ratio", "dynamic_padding",
-"group_by_length"} (+ "bert_tf_dev_accuracy", "transformers_dev_accuracy" for the classifier
-with --epochs).
+"group_by_length", "dtype", "xla", "load_average"} (+ "bert_tf_dev_accuracy",
+"transformers_dev_accuracy" for the classifier with --epochs). "load_average" is the machine's
+1-minute load at the end: above its core count, other work shared the cores.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str) -> dict:
         output_dir=os.path.join(work_dir, name), train_batch_size=args.batch_size,
         eval_batch_size=args.batch_size, learning_rate=args.learning_rate,
         init_checkpoint=MODEL_DIR, log_every_n_steps=args.window, iterations_per_loop=args.window,
-        save_checkpoints_steps=100000, keep_checkpoint_max=1)
+        save_checkpoints_steps=100000, keep_checkpoint_max=1, dtype=args.dtype,
+        use_xla=args.xla)
     common = dict(bert_config_file=config_file, vocab_file=os.path.join(MODEL_DIR, "vocab.txt"),
                   do_lower_case=True, do_train=True, warmup_proportion=WARMUP_PROPORTION,
                   max_seq_length=SEQ_LENGTHS[name])
@@ -239,7 +241,10 @@ def compare(name: str, args: argparse.Namespace) -> dict:
             "transformers_after": round(after["examples_per_second"], 2),
             "ratio": round(candidate["examples_per_second"] / baseline, 3),
             "dynamic_padding": args.dynamic_padding and name != "squad",
-            "group_by_length": args.group_by_length and name != "squad"}
+            "group_by_length": args.group_by_length and name != "squad",
+            "dtype": args.dtype, "xla": args.xla,
+            # Other work on the same cores slows both sides, the OpenMP-threaded torch more.
+            "load_average": round(os.getloadavg()[0], 1)}
     if "dev_accuracy" in candidate:
         line["bert_tf_dev_accuracy"] = round(candidate["dev_accuracy"], 4)
         line["transformers_dev_accuracy"] = round(after["dev_accuracy"], 4)
@@ -259,6 +264,9 @@ def main() -> None:
                         help="bert_tf: full-length batches (--nodynamic_padding)")
     parser.add_argument("--group_by_length", action="store_true", help="bert_tf: "
                         "--group_by_length (the transformers loop stays as Trainer's default)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="bert_tf's --dtype (transformers stays float32)")
+    parser.add_argument("--xla", action="store_true", help="bert_tf: --use_xla")
     parser.add_argument("--seed", type=int, default=12345)
     args = parser.parse_args()
     for name in args.tasks.split(","):
