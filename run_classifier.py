@@ -38,6 +38,7 @@ flags.DEFINE_bool("regression", False, "--task_name=custom: a float score, train
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
+training_flags.define_padding_flags()
 training_flags.define_finetuning_flags()
 training_flags.define_flags()
 

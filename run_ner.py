@@ -40,6 +40,7 @@ flags.DEFINE_integer("window_overlap", 32, "WordPieces that consecutive windows 
                      "sentence share (at most half a window).")
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
+training_flags.define_padding_flags()
 training_flags.define_finetuning_flags()
 training_flags.define_flags()
 

@@ -171,12 +171,16 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     if options.do_train:
         split = cache.records("train")
         run_config = finetuning.epochs_run_config(run_config, options, split.num_examples)
-        input_fn = cache.input_fn(split, is_training=True, seed=run_config.seed)
+        input_fn = cache.input_fn(split, is_training=True, seed=run_config.seed,
+                                  trim_features=options.trim_features(),
+                                  length_groups=options.length_groups)
         out["train"] = training.train(loop_task, run_config, input_fn, strategy)
     if options.do_eval:
-        out["eval"] = _evaluate(task, loop_task, run_config, cache, strategy)
+        out["eval"] = _evaluate(task, loop_task, run_config, cache, strategy,
+                                options.trim_features())
     if options.do_predict:
-        input_fn = cache.input_fn(cache.records("test"), is_training=False)
+        input_fn = cache.input_fn(cache.records("test"), is_training=False,
+                                  trim_features=options.trim_features())
         rows = (r["predictions"] if task.regression else r["probabilities"]
                 for r in training.predict(loop_task, run_config, input_fn, strategy)
                 if r["is_real_example"] > 0)
@@ -190,8 +194,8 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     return out
 
 
-def _evaluate(task, loop_task, run_config, cache, strategy) -> dict[str, float]:
-    input_fn = cache.input_fn(cache.records("dev"), is_training=False)
+def _evaluate(task, loop_task, run_config, cache, strategy, trim_features) -> dict[str, float]:
+    input_fn = cache.input_fn(cache.records("dev"), is_training=False, trim_features=trim_features)
     loop_results = training.evaluate(loop_task, run_config, input_fn, strategy)
     rows = None
     if any(name != "accuracy" for name in task.metrics):

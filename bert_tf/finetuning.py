@@ -22,6 +22,7 @@ from absl import logging
 from bert_tf import model_config, tokenization, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserError
+from bert_tf.data import datasets
 from bert_tf.metrics import pretraining as pretraining_metrics
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -33,7 +34,9 @@ class FinetuningOptions:
     """The options every fine-tuning run shares, with the original's defaults.
 
     Attributes mirror the flags of the same names; `vocab_file` (WordPiece) or `spm_model_file`
-    (SentencePiece) gives the tokenizer.
+    (SentencePiece) gives the tokenizer. `dynamic_padding` and `group_by_length` shape the
+    classifier's and the tagger's batches (docs/finetuning_shared.md); run_squad.py has neither
+    flag: its span loss is a softmax over all S positions, padding included, as the original's.
     """
 
     bert_config_file: str | None = None
@@ -46,6 +49,18 @@ class FinetuningOptions:
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
     chinese_conversion: str = "none"  # t2s / s2t before tokenizing (bert_tf.chinese.conversion)
+    dynamic_padding: bool = True
+    group_by_length: bool = False
+
+    def trim_features(self, names: Sequence[str] = MODEL_INPUTS) -> tuple[str, ...]:
+        """The [B,S] features the input pipelines trim to each batch's longest sequence
+        (`bert_tf.data.datasets.trim_padding`): `names` with dynamic_padding, else none."""
+        return tuple(names) if self.dynamic_padding else ()
+
+    @property
+    def length_groups(self) -> int:
+        """Batches per group of similar lengths in training (1: plain shuffled batches)."""
+        return datasets.LENGTH_GROUP_BATCHES if self.group_by_length else 1
 
     @property
     def tokenizer_files(self) -> list[str]:

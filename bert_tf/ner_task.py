@@ -151,26 +151,40 @@ def prepare_split(source: str, sentences: list[tagging.Sentence], options: NerOp
     return Split(source, sentences, tags, features, record_path)
 
 
-def input_fn(split: Split, max_seq_length: int, is_training: bool, seed: int = 12345):
+# The [B,S] features of a tagging batch: trimmed together with dynamic padding.
+SEQUENCE_FEATURES = (*finetuning.MODEL_INPUTS, "label_ids", "label_weights")
+
+
+def input_fn(split: Split, max_seq_length: int, is_training: bool, seed: int = 12345,
+             options: NerOptions | None = None):
     """The loop's input function over a split's records. Eval/predict records are padded to
-    whole global batches (rows of weight 0), so every batch is full."""
+    whole global batches (rows of weight 0), so every batch is full. `options` give dynamic
+    padding and, in training, length groups (None: full-length batches)."""
+    trim = options.trim_features(SEQUENCE_FEATURES) if options else ()
+    groups = options.length_groups if options else 1
     schema = record_schemas.tagging_schema(max_seq_length)
     buffer = max(1, min(split.features.num_windows, classifier_features.MAX_SHUFFLE_BUFFER))
 
     def make(context, batch_size: int) -> tf.data.Dataset:
         return datasets.record_dataset(split.record_path, schema, batch_size,
                                        is_training=is_training, input_context=context, seed=seed,
-                                       drop_remainder=True, shuffle_buffer=buffer)
+                                       drop_remainder=True, shuffle_buffer=buffer,
+                                       trim_features=trim, length_groups=groups)
     return make
 
 
 def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, split: Split,
-                 labels: Sequence[str], max_seq_length: int) -> list[list[str]]:
+                 labels: Sequence[str], max_seq_length: int,
+                 options: NerOptions | None = None) -> list[list[str]]:
     """Each sentence's predicted tags (every word predicted by exactly one window)."""
-    rows = training.predict(task, run_config, input_fn(split, max_seq_length, False), strategy)
-    predicted = [row["predicted_ids"] for _, row in zip(range(split.features.num_windows), rows)]
+    rows = training.predict(task, run_config, input_fn(split, max_seq_length, False,
+                                                       options=options), strategy)
+    predicted = np.zeros([split.features.num_windows, max_seq_length], np.int32)
+    for i, row in zip(range(split.features.num_windows), rows):
+        # A trimmed batch predicts its own length; positions past it are padding, never read.
+        predicted[i, :len(row["predicted_ids"])] = row["predicted_ids"]
     per_sentence = tagging.stitch_predictions(
-        split.features, np.stack(predicted), [len(s.words) for s in split.sentences])
+        split.features, predicted, [len(s.words) for s in split.sentences])
     names = np.asarray(labels, dtype=object)
     return [names[ids].tolist() for ids in per_sentence]
 
@@ -222,14 +236,14 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
         run_config = finetuning.epochs_run_config(run_config, options,
                                                   split.features.num_windows, "training windows")
         out["train"] = training.train(task, run_config, input_fn(
-            split, options.max_seq_length, True, run_config.seed), strategy)
+            split, options.max_seq_length, True, run_config.seed, options), strategy)
     if options.do_eval:
         split = prepare(options.dev_file, "eval.tf_record", run_config.eval_batch_size, True)
-        loop = training.evaluate(task, run_config, input_fn(split, options.max_seq_length, False),
-                                 strategy)
+        loop = training.evaluate(task, run_config, input_fn(
+            split, options.max_seq_length, False, options=options), strategy)
         predicted = predict_tags(task, run_config.replace(
             predict_batch_size=run_config.eval_batch_size), strategy, split, labels,
-            options.max_seq_length)
+            options.max_seq_length, options)
         out["eval"] = {"eval_loss": loop["tagging_loss"], "loss": loop["loss"],
                        "global_step": int(loop["global_step"]),
                        **tag_metrics.results_entries(tag_metrics.evaluate(split.tags, predicted))}
@@ -238,7 +252,8 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     if options.do_predict:
         split = prepare(options.test_file, "predict.tf_record", run_config.predict_batch_size,
                         False)
-        predicted = predict_tags(task, run_config, strategy, split, labels, options.max_seq_length)
+        predicted = predict_tags(task, run_config, strategy, split, labels, options.max_seq_length,
+                                 options)
         if split.tags is not None:
             out["test"] = tag_metrics.results_entries(tag_metrics.evaluate(split.tags, predicted),
                                                       prefix="test_")

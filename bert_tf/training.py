@@ -360,7 +360,9 @@ def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strate
     with strategy.scope():
         step_fn = make_step(task, run.model)
 
-    @tf.function(autograph=False)
+    # Batches trimmed to their longest sequence ([B,None]) come in several lengths: one trace
+    # generalised to all of them rather than one per length.
+    @tf.function(autograph=False, reduce_retracing=True)
     def distributed_step(features):
         return strategy.run(step_fn, args=(features,))
     return run, distributed_step

@@ -212,25 +212,28 @@ class FeatureCache:
         logging.info("Wrote %d %s examples to %s", len(examples), split, path)
         return CachedSplit(path, len(examples))
 
-    def input_fn(self, split: CachedSplit, is_training: bool, seed: int = 12345) -> Callable:
+    def input_fn(self, split: CachedSplit, is_training: bool, seed: int = 12345,
+                 trim_features: Sequence[str] = (), length_groups: int = 1) -> Callable:
         """The loop's input function over a split's records.
 
         Training: `datasets.record_dataset`, seeded (an exact resume replays the same batches),
         with a shuffle buffer holding the whole split up to `MAX_SHUFFLE_BUFFER` records, since a
         user's file may be sorted by label. Eval/predict: file order, then all-zero rows with
         is_real_example 0 up to a whole number of global batches, so every batch is full
-        (TPU-friendly) and the padding counts in no metric.
+        (TPU-friendly) and the padding counts in no metric. `trim_features` and `length_groups`:
+        see `datasets.record_dataset` (length groups apply to training only).
 
         Returns:
           `input_fn(input_context, batch_size) -> tf.data.Dataset` of dicts: int32
           `input_ids, input_mask, segment_ids` [b,S], `label_ids` [b,1] (int32 or float32),
-          `is_real_example` [b,1], b the per-replica batch size.
+          `is_real_example` [b,1], b the per-replica batch size; the `trim_features` [b,None].
         """
         if is_training:
             buffer = max(1, min(split.num_examples, MAX_SHUFFLE_BUFFER))
             return lambda context, batch_size: datasets.record_dataset(
                 split.path, self.schema, batch_size, is_training=True, input_context=context,
-                seed=seed, shuffle_buffer=buffer)
+                seed=seed, shuffle_buffer=buffer, trim_features=trim_features,
+                length_groups=length_groups)
         padding = self.schema.encode({f.name: np.zeros(f.length) for f in self.schema.features})
 
         def input_fn(context, batch_size: int):
@@ -241,7 +244,10 @@ class FeatureCache:
             if context and context.num_input_pipelines > 1:
                 dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
             dataset = dataset.batch(batch_size, drop_remainder=True)
-            return dataset.map(self.schema.parse_fn(), num_parallel_calls=tf.data.AUTOTUNE,
-                               deterministic=True).prefetch(tf.data.AUTOTUNE)
+            dataset = dataset.map(self.schema.parse_fn(), num_parallel_calls=tf.data.AUTOTUNE,
+                                  deterministic=True)
+            if trim_features:
+                dataset = datasets.trim_padding(dataset, trim_features)
+            return dataset.prefetch(tf.data.AUTOTUNE)
 
         return input_fn

@@ -6,12 +6,17 @@ and the interleave is deterministic, so the same seed gives the same batches: th
 relies on that to resume exactly (it skips the batches that finished steps consumed).
 
 Eval/predict: files in the given order, records in file order, no shuffle, no repeat.
+
+Fine-tuning batches can be trimmed to their longest real sequence (`trim_padding`): padded
+positions get -10000 in attention, so their exp underflows to exactly 0 and every real position's
+output is the same without them. Training batches can also be drawn from groups of similar length
+(`length_groups`), so that trimming saves more.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import tensorflow as tf
 
@@ -22,6 +27,10 @@ from bert_tf.errors import MissingFileError
 DEFAULT_SHUFFLE_BUFFER = 10000
 # Files read at once in training.
 DEFAULT_CYCLE_LENGTH = 8
+# Trimmed lengths are rounded up to a multiple of this: few distinct shapes, fewer oneDNN plans.
+LENGTH_MULTIPLE = 8
+# Batches per group of similar lengths with `length_groups` (Hugging Face's group_by_length: 50).
+LENGTH_GROUP_BATCHES = 20
 
 
 def resolve_input_files(patterns: str | Sequence[str], flag: str = "input_file") -> list[str]:
@@ -67,7 +76,8 @@ def record_dataset(input_patterns: str | Sequence[str], schema: Schema, batch_si
                    is_training: bool, input_context: tf.distribute.InputContext | None = None,
                    seed: int = 12345, drop_remainder: bool | None = None,
                    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-                   cycle_length: int = DEFAULT_CYCLE_LENGTH) -> tf.data.Dataset:
+                   cycle_length: int = DEFAULT_CYCLE_LENGTH,
+                   trim_features: Sequence[str] = (), length_groups: int = 1) -> tf.data.Dataset:
     """Batches of parsed records for one input pipeline.
 
     Args:
@@ -83,9 +93,15 @@ def record_dataset(input_patterns: str | Sequence[str], schema: Schema, batch_si
             needs True, with padding examples).
         shuffle_buffer: records in the shuffle buffer (training).
         cycle_length: files read in parallel (training).
+        trim_features: the [B,S] features to trim to each batch's longest `input_mask` (see
+            `trim_padding`); empty: batches keep the records' length S.
+        length_groups: training only, > 1: each run of `length_groups` batches is drawn from
+            `length_groups × batch_size` shuffled records sorted by length, in a seeded random
+            order (see `group_by_length`).
 
     Returns:
-        A dataset of dicts of int32/float32 tensors with leading dimension `batch_size`.
+        A dataset of dicts of int32/float32 tensors with leading dimension `batch_size`; the
+        `trim_features` have shape [batch_size, None].
     """
     files = resolve_input_files(input_patterns)
     check_records(files, schema)
@@ -107,8 +123,75 @@ def record_dataset(input_patterns: str | Sequence[str], schema: Schema, batch_si
         dataset = dataset.shard(pipelines, pipeline_id)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed + pipeline_id)
-    dataset = dataset.batch(batch_size, drop_remainder=is_training if drop_remainder is None
-                            else drop_remainder)
-    dataset = dataset.map(schema.parse_fn(), num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=True)
+    if is_training and length_groups > 1:
+        dataset = dataset.batch(batch_size * length_groups, drop_remainder=True)
+        dataset = dataset.map(schema.parse_fn(), num_parallel_calls=tf.data.AUTOTUNE,
+                              deterministic=True)
+        dataset = group_by_length(dataset, length_groups, batch_size, seed)
+    else:
+        dataset = dataset.batch(batch_size, drop_remainder=is_training if drop_remainder is None
+                                else drop_remainder)
+        dataset = dataset.map(schema.parse_fn(), num_parallel_calls=tf.data.AUTOTUNE,
+                              deterministic=True)
+    if trim_features:
+        dataset = trim_padding(dataset, trim_features)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def batch_length(input_mask: tf.Tensor, multiple: int = LENGTH_MULTIPLE) -> tf.Tensor:
+    """The length a batch can be trimmed to: its last real position + 1, rounded up to a
+    multiple of `multiple`, at least `multiple` and at most S.
+
+    Args:
+        input_mask: int [B,S], 1 on real tokens (a batch of padding rows only gives `multiple`).
+
+    Returns:
+        An int32 scalar.
+    """
+    seq_length = tf.shape(input_mask)[1]
+    last = tf.reduce_max(tf.where(input_mask > 0, tf.range(1, seq_length + 1)[tf.newaxis], 0))
+    rounded = (tf.maximum(last, 1) + multiple - 1) // multiple * multiple
+    return tf.minimum(rounded, seq_length)
+
+
+def trim_batch(features: Mapping[str, tf.Tensor], names: Sequence[str],
+               multiple: int = LENGTH_MULTIPLE) -> dict[str, tf.Tensor]:
+    """`features` with each of `names` ([B,S]) cut to [B, batch_length(input_mask)]."""
+    length = batch_length(features["input_mask"], multiple)
+    return {name: value[:, :length] if name in names else value
+            for name, value in features.items()}
+
+
+def trim_padding(dataset: tf.data.Dataset, names: Sequence[str],
+                 multiple: int = LENGTH_MULTIPLE) -> tf.data.Dataset:
+    """Batches of `dataset` with the [B,S] features `names` trimmed by `trim_batch`: same
+    examples, same order, shape [B,None] (one trace of the steps for every length)."""
+    missing = set(names) - set(dataset.element_spec) | ({"input_mask"} - set(dataset.element_spec))
+    if missing:
+        raise ValueError(f"trim_padding: the batches have no feature {sorted(missing)}")
+    return dataset.map(lambda features: trim_batch(features, tuple(names), multiple),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def group_by_length(groups: tf.data.Dataset, batches_per_group: int, batch_size: int,
+                    seed: int) -> tf.data.Dataset:
+    """Groups of `batches_per_group × B` parsed records → batches of B records of similar length.
+
+    Each group is sorted by real length (stable, so ties keep their shuffled order), cut into
+    batches, and those batches come out in an order drawn from (seed, group index): the same
+    seed gives the same batches, which exact resume relies on.
+    """
+    def split(index, features):
+        order = tf.argsort(tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1),
+                           stable=True)
+        batches = {}
+        for name, value in features.items():
+            value = tf.gather(value, order)
+            batches[name] = tf.reshape(value, tf.concat(
+                [[batches_per_group, batch_size], tf.shape(value)[1:]], 0))  # [G,B,...]
+        permutation = tf.random.experimental.stateless_shuffle(
+            tf.range(batches_per_group), seed=tf.stack([tf.cast(index, tf.int32), seed]))
+        return tf.data.Dataset.from_tensor_slices(
+            {name: tf.gather(value, permutation) for name, value in batches.items()})
+
+    return groups.enumerate().flat_map(split)
