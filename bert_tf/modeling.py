@@ -372,7 +372,8 @@ class BertEncoder(keras.Model):
         if output_positions is not None:
             for block in blocks[:-1]:
                 x = block(x, layout=layout, training=training)
-            positions = tf.concat([tf.zeros_like(output_positions[:, :1]), output_positions], 1)
+            first = tf.zeros([layout.batch, 1], output_positions.dtype)  # [CLS], for the pooler
+            positions = tf.concat([first, output_positions], 1)  # [B,1+P]
             rows = blocks[-1](x, layout=layout, training=training,
                               query_rows=layout.rows_at(positions))
             rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]

@@ -273,3 +273,8 @@ def test_output_positions_compute_the_last_layer_only_where_asked(tiny_config):
     np.testing.assert_allclose(selected["selected_output"].numpy(), want.numpy(), atol=1e-5)
     np.testing.assert_allclose(selected["pooled_output"].numpy(), full["pooled_output"].numpy(),
                                atol=1e-5)
+    # No position at all: the last layer computes [CLS] only, for the pooler (the classifier).
+    pooled_only = encoder(features, output_positions=tf.zeros([B, 0], tf.int32))
+    assert pooled_only["selected_output"].shape == (B, 0, tiny_config.hidden_size)
+    np.testing.assert_allclose(pooled_only["pooled_output"].numpy(),
+                               full["pooled_output"].numpy(), atol=1e-5)
