@@ -165,26 +165,10 @@ def _bert_tf_infer(args, name: str) -> float:
 
 
 def _matmul_peak(args, name: str) -> float:
-    """Best FLOP/s of float32 matmuls: large squares and the step's GEMM shapes [B·S,H]×[H,·]."""
-    import tensorflow as tf  # noqa: PLC0415
+    import matmul_peak  # noqa: PLC0415
     sizes, batch = CONFIGS[name]
-    h, i = sizes["hidden_size"], sizes["intermediate_size"]
-    rows = batch * SEQ
-    shapes = [(2048, 2048, 2048), (4096, 4096, 4096), (rows, h, 4 * h), (rows, i, h),
-              (rows, h, h), (rows, h, 3 * h)]
-    best = 0.0
-    for m, k, n in shapes:
-        a, b = tf.random.normal([m, k]), tf.random.normal([k, n])
-
-        @tf.function
-        def run(a, b):
-            return tf.reduce_sum(tf.matmul(a, b))
-        run(a, b).numpy()
-        for _ in range(5):
-            started = time.perf_counter()
-            run(a, b).numpy()
-            best = max(best, 2 * m * k * n / (time.perf_counter() - started))
-    return best
+    return matmul_peak.matmul_peak(matmul_peak.bert_shapes(
+        batch * SEQ, sizes["hidden_size"], sizes["intermediate_size"]))
 
 
 RUNNERS = {

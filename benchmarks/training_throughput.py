@@ -10,9 +10,10 @@ not the input pipeline's), for a warm-up window (tracing, compilation) and a mea
 {"config", "batch_size", "dtype", "xla", "sequences_per_second", "model_tflops_per_second",
  "peak_tflops_per_second", "mfu", "flops_per_sequence"}.
 
-MFU = model FLOPs per second / the measured peak of this machine: the speed of a large
-`tf.matmul` (2048 × 2048 × 2048, best of 3) in the same dtype, measured right after each run so
-that both see the same load. Model FLOPs per sequence (training =
+MFU = model FLOPs per second / the measured peak of this machine in the same dtype
+(`matmul_peak.py`: the best of plain large matmuls and the step's own GEMM shapes), measured right
+after each run so that both see the same load. The batch here is one full-length random batch;
+`train_vs_original.py` measures on real records beside the original's step. Model FLOPs per sequence (training =
 forward + backward = 3 × forward; a multiply-add = 2 FLOPs):
 
     6·S·L·(4H² + 2HI)        the dense layers (Q, K, V, attention output, two feed-forward)
@@ -34,6 +35,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+import matmul_peak
 from bert_tf import pretraining_task, training
 from bert_tf.config import BertConfig
 
@@ -52,25 +54,6 @@ def flops_per_sequence(config: BertConfig, seq: int = SEQ, predictions: int = PR
                        config.vocab_size)
     return (6 * seq * layers * (4 * h * h + 2 * h * i) + 12 * layers * seq * seq * h
             + 6 * predictions * (h * h + v * h) + 6 * (h * h + 2 * h))
-
-
-def matmul_peak(dtype: str, size: int = 2048, repeats: int = 10) -> float:
-    """FLOP/s of a large matmul in `dtype` (the best of three timings)."""
-    a = tf.random.normal([size, size], dtype=tf.float32)
-    a = tf.cast(a, dtype)
-
-    @tf.function(jit_compile=False)
-    def run(x):
-        for _ in range(repeats):
-            x = tf.matmul(x, a) * tf.cast(1.0 / 64.0, dtype)
-        return x
-    run(a).numpy()
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
-        run(a).numpy()
-        best = min(best, time.perf_counter() - started)
-    return 2 * size ** 3 * repeats / best
 
 
 def random_batch(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -128,7 +111,8 @@ def main() -> None:
         for dtype in args.dtypes.split(","):
             for xla in xla_modes:
                 result = measure(name, dtype, xla, args.steps, args.warmup)
-                peak = matmul_peak(dtype)
+                peak = matmul_peak.matmul_peak(matmul_peak.bert_shapes(
+                    CONFIGS[name][1] * SEQ, config.hidden_size, config.intermediate_size), dtype)
                 model_flops = result["sequences_per_second"] * flops_per_sequence(config)
                 result.update(flops_per_sequence=flops_per_sequence(config),
                               model_tflops_per_second=round(model_flops / 1e12, 4),

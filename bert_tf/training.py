@@ -261,6 +261,8 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
             f"train_batch_size {config.train_batch_size} must split evenly into "
             f"{strategy.num_replicas_in_sync} replicas × {config.gradient_accumulation_steps} "
             "gradient accumulation steps")
+    for warning in distribution.speed_warnings(strategy, config.dtype, config.use_xla):
+        logging.warning(warning)
     with strategy.scope():
         step_fn = training_steps.make_train_step(
             task, run.model, run.optimizer,

@@ -127,3 +127,13 @@ def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path):
     reader = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-4"))
     assert reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == 4
     assert os.listdir(os.path.join(output_dir, "train"))  # summaries: the chief's only
+
+
+def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypatch):
+    strategy = tf.distribute.get_strategy()
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16", lambda: False)
+    warnings = distribution.speed_warnings(strategy, "bfloat16", use_xla=True)
+    assert [w.split()[0] for w in warnings] == ["--dtype=bfloat16", "--use_xla"]
+    assert distribution.speed_warnings(strategy, "float32", use_xla=False) == []
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16", lambda: True)
+    assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == []
