@@ -135,8 +135,12 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
 
 def _check_first_record(files: list[str], schema: features.Schema) -> None:
     """Decodes the first record of the first local file, so that records written for another
-    --max_seq_length/--max_predictions_per_seq fail here naming the file, not deep in tf.data."""
-    schema.check_files([path for path in files if "://" not in path][:1])
+    --max_seq_length/--max_predictions_per_seq fail here naming the file, not deep in tf.data.
+    Unmasked records (--dynamic_masking) are checked against their own schema."""
+    local = [path for path in files if "://" not in path][:1]
+    if local and dynamic_masking.is_unmasked_file(local[0]):
+        schema = features.unmasked_pretraining_schema(schema.by_name["input_ids"].length)
+    schema.check_files(local)
 
 
 def _write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:

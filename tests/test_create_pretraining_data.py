@@ -70,19 +70,15 @@ def test_forked_and_spawned_workers_write_the_same_bytes(corpus, reference, tmp_
 
 
 def test_workers_are_forked_only_without_threads_or_tensorflow(monkeypatch):
+    # The thread count is set here: a test session may run other threads (TensorFlow's pools).
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
     monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
     assert pretraining_pipeline._worker_context().get_start_method() == "fork"
     monkeypatch.setitem(sys.modules, "tensorflow", types.ModuleType("tensorflow"))
     assert pretraining_pipeline._worker_context().get_start_method() == "spawn"
     monkeypatch.delitem(sys.modules, "tensorflow")
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
-    thread.start()
-    try:
-        assert pretraining_pipeline._worker_context().get_start_method() == "spawn"
-    finally:
-        stop.set()
-        thread.join()
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert pretraining_pipeline._worker_context().get_start_method() == "spawn"
 
 
 def test_records_parse_with_the_shared_schema(reference):
