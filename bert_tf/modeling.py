@@ -169,7 +169,7 @@ class TokenLayout:
             self.token_index = None
 
     def unpad(self, x: tf.Tensor) -> tf.Tensor:
-        """[B*S,C] → the kept rows [T,C]."""
+        """[B*S, ...] → the kept rows [T, ...]."""
         return x if self.token_index is None else tf.gather_nd(x, self.token_index)
 
     def pad(self, rows: tf.Tensor) -> tf.Tensor:
@@ -178,10 +178,6 @@ class TokenLayout:
             return rows
         shape = tf.stack([self.batch * self.seq_length, tf.shape(rows)[1]])
         return tf.scatter_nd(self.token_index, rows, shape)
-
-    def take(self, flat: tf.Tensor) -> tf.Tensor:
-        """A per-position tensor [B*S, ...] → its values at the kept rows [T, ...]."""
-        return self.unpad(flat)
 
     def rows_at(self, positions: tf.Tensor) -> tf.Tensor:
         """int [B,Q] positions (each kept: a real token or the first) → int [B*Q] rows of [T,...]."""
@@ -220,7 +216,7 @@ class BertEmbeddings(keras.layers.Layer):
                 f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
                 f"({self.max_positions}) of the bert config; use a shorter --max_seq_length")
         positions = tf.tile(tf.range(layout.seq_length), [layout.batch])  # [B*S]
-        ids, types, positions = (layout.take(tf.reshape(t, [-1]))
+        ids, types, positions = (layout.unpad(tf.reshape(t, [-1]))
                                  for t in (input_ids, segment_ids, positions))  # each [T]
         x = tf.gather(tf.convert_to_tensor(self.word_embeddings), ids)  # [T,H]
         x += tf.gather(tf.convert_to_tensor(self.token_type_embeddings), types)
@@ -339,14 +335,20 @@ class BertEncoder(keras.Model):
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.config = config
         policy = self.dtype_policy
-        self.embeddings = BertEmbeddings(config, name="embeddings", dtype=policy)
-        # Attributes layer_0 … layer_{L-1} (not a list: tf.train.Checkpoint does not follow
-        # Keras' tracked lists), mirroring the original's `layer_{i}` scopes.
-        for i in range(config.num_hidden_layers):
-            setattr(self, f"layer_{i}", TransformerBlock(config, name=f"layer_{i}", dtype=policy))
+        self.embeddings = self._make_embeddings(config, policy)
+        self._make_blocks(config, policy)
         self.pooler = Dense(config, config.hidden_size, config.hidden_size, activation=tf.tanh,
                             name="pooler", dtype=policy)
         self.built = True
+
+    def _make_embeddings(self, config: BertConfig, policy) -> BertEmbeddings:
+        return BertEmbeddings(config, name="embeddings", dtype=policy)
+
+    def _make_blocks(self, config: BertConfig, policy) -> None:
+        """Attributes layer_0 … layer_{L-1} (not a list: tf.train.Checkpoint does not follow
+        Keras' tracked lists), mirroring the original's `layer_{i}` scopes."""
+        for i in range(config.num_hidden_layers):
+            setattr(self, f"layer_{i}", TransformerBlock(config, name=f"layer_{i}", dtype=policy))
 
     @property
     def transformer_layers(self) -> list[TransformerBlock]:

@@ -83,17 +83,13 @@ class AlbertEncoder(BertEncoder):
     same object for every layer of a group), or the group itself when it holds several blocks.
     """
 
-    def __init__(self, config: AlbertConfig, dtype=None, name: str = "bert", **kwargs):
-        # keras.Model's constructor, not BertEncoder's: that one would build L unshared blocks.
-        keras.Model.__init__(self, name=name, dtype=dtype, **kwargs)
-        self.config = config
-        policy = self.dtype_policy
-        self.embeddings = AlbertEmbeddings(config, name="embeddings", dtype=policy)
+    def _make_embeddings(self, config: AlbertConfig, policy) -> AlbertEmbeddings:
+        return AlbertEmbeddings(config, name="embeddings", dtype=policy)
+
+    def _make_blocks(self, config: AlbertConfig, policy) -> None:
+        """G shared groups `group_{g}`, not L blocks."""
         for g in range(config.num_hidden_groups):
             setattr(self, f"group_{g}", AlbertLayerGroup(config, name=f"group_{g}", dtype=policy))
-        self.pooler = Dense(config, config.hidden_size, config.hidden_size, activation=tf.tanh,
-                            name="pooler", dtype=policy)
-        self.built = True
 
     @property
     def groups(self) -> list[AlbertLayerGroup]:
