@@ -5,16 +5,13 @@ Two paths give the same tokens for every input:
 * the **reference path** (`BasicTokenizer` + `WordpieceTokenizer`, or `FullTokenizer(fast=False)`)
   follows the original character by character and is the readable definition of the behaviour;
 * the **fast path** (`FullTokenizer`'s default) computes the same function in fewer steps.
-  Everything the original does after splitting on whitespace (lower-casing, accent stripping,
-  punctuation splitting, WordPiece) depends on one whitespace-separated word only, so the fast
-  path memoises whole words: a word is worked out once (its basic steps by the reference code, or
-  for ASCII words by an equivalent regex; its pieces by a matcher that finds the same longest
-  matches scanning forward) and afterwards costs one dict lookup. The line-level steps are done
-  by C-level string operations that select exactly the characters the reference predicates
-  select (the class tables are built from those predicates; tests check them on every code point).
-  A pure-ASCII line (most lines of English) skips the words: one `str.lower` and one regex over
-  the line give its basic tokens, which are memoised (fewer distinct keys than words with their
-  punctuation attached, so fewer first-time computations).
+  The reference's per-word steps (lower-casing, NFD, dropping combining marks, splitting
+  punctuation) work character by character and never look past whitespace or a CJK ideograph,
+  so the fast path does them on the whole line with C string operations over tables built from
+  the reference predicates (tests check them on every code point); a pure-ASCII line (most lines
+  of English) needs only `str.lower` and one regex. WordPiece depends on one basic token only, so
+  each token's pieces are memoised (worked out once by a matcher that finds the same longest
+  matches scanning forward) and afterwards cost one dict lookup.
 
 `create_tokenizer` picks WordPiece (`--vocab_file`) or SentencePiece (`--spm_model_file`);
 `validate_case_matches_checkpoint` warns when `--do_lower_case` contradicts the checkpoint's name.
@@ -130,25 +127,6 @@ class BasicTokenizer:
             word = self._strip_accents(word.lower())
         return whitespace_tokenize(" ".join(self._split_punctuation(word)))
 
-    def fast_split_word(self, word: str) -> list[str]:
-        """`split_word` for a `split_words` word, by C string operations where they are exact.
-
-        NFD and accent stripping do nothing to ASCII, where every non-alphanumeric character is
-        punctuation (a regex splits them off); a word that `str.isalnum` accepts has no
-        punctuation (letters and numbers are not `P*`), so it is one token.
-        """
-        if self.do_lower_case:
-            word = word.lower()
-            if not word.isascii():
-                word = unicodedata.normalize("NFD", word)
-                if not word.isascii():
-                    word = "".join(c for c in word if unicodedata.category(c) != "Mn")
-        if word.isalnum():
-            return [word]
-        if word.isascii():
-            return _ASCII_BASIC_TOKEN_RE.findall(word)
-        return whitespace_tokenize(" ".join(self._split_punctuation(word)))
-
     @staticmethod
     def _strip_accents(text: str) -> str:
         return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
@@ -239,14 +217,39 @@ def _char_class(code_points: Sequence[int]) -> str:
 
 
 @functools.cache
+def _selected_code_points() -> dict[str, list[int]]:
+    """Every code point the reference predicates select: dropped, combining mark, punctuation.
+
+    Read from Python's own category table with C-level maps (~0.2 s once per process; the table
+    changes with Python's Unicode version). A test checks the tables built from them against the
+    predicates on every code point.
+    """
+    categories = list(map(unicodedata.category, map(chr, range(0x110000))))
+
+    def selected(wanted: set[str]) -> list[int]:
+        return list(itertools.compress(itertools.count(), map(wanted.__contains__, categories)))
+
+    ascii_punctuation = [cp for cp in range(33, 127) if not chr(cp).isalnum()]
+    return {"dropped": sorted({0, 0xFFFD}.union(selected({"Cc", "Cf"})) - {ord("\t"), ord("\n"), ord("\r")}),
+            "combining_marks": selected({"Mn"}),
+            "punctuation": sorted(set(ascii_punctuation).union(selected({"Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"})))}
+
+
+@functools.cache
 def _dropped_chars_re() -> re.Pattern:
-    # `_is_dropped` on every code point, read from Python's own category table with C-level maps
-    # (~0.1 s once per process; the table changes with Python's Unicode version). A test checks it
-    # against `_is_dropped` on every code point.
-    categories = map(unicodedata.category, map(chr, range(0x110000)))
-    controls = itertools.compress(itertools.count(), map({"Cc", "Cf"}.__contains__, categories))
-    dropped = sorted({0, 0xFFFD}.union(controls) - {ord("\t"), ord("\n"), ord("\r")})
-    return re.compile(f"[{_char_class(dropped)}]+")
+    return re.compile(f"[{_char_class(_selected_code_points()['dropped'])}]+")
+
+
+# str.translate tables rather than regex classes: a class holding code points past U+FFFF is
+# matched range by range (hundreds of them), a translate table is one dict lookup per character.
+@functools.cache
+def _deleted_combining_marks() -> dict[int, None]:
+    return dict.fromkeys(_selected_code_points()["combining_marks"])
+
+
+@functools.cache
+def _spaced_punctuation() -> dict[int, str]:
+    return {cp: f" {chr(cp)} " for cp in _selected_code_points()["punctuation"]}
 
 
 # ASCII characters the reference drops: NUL and the control characters but tab, newline, return.
@@ -270,10 +273,33 @@ def ascii_basic_tokens(text: str, do_lower_case: bool) -> list[str]:
     return _ASCII_BASIC_TOKEN_RE.findall(text)
 
 
+def basic_tokens(text: str, do_lower_case: bool) -> list[str]:
+    """`BasicTokenizer.tokenize(text)` for any `text`, by C string operations on the whole line.
+
+    The reference's steps after its whitespace split (lower-casing, NFD, dropping combining
+    marks, splitting punctuation) work character by character, and the split points it adds
+    before them (whitespace, spaced CJK ideographs) are characters that NFD leaves in front of
+    any combining mark and that end the final-sigma context of `str.lower`, so doing them on the
+    line first gives the same characters. Spacing punctuation and ideographs and splitting on
+    whitespace (`str.split` splits on `str.isspace`, as the reference's last split) then gives
+    the tokens.
+    """
+    if text.isascii():
+        return ascii_basic_tokens(text, do_lower_case)
+    if not text.isprintable() or "\ufffd" in text:
+        text = _dropped_chars_re().sub("", text)
+    if do_lower_case:
+        text = unicodedata.normalize("NFD", text.lower())
+        if not text.isascii():
+            text = text.translate(_deleted_combining_marks())
+    text = text.translate(_spaced_punctuation())
+    if not text.isascii() and _CJK_RE.search(text):
+        text = _CJK_RE.sub(r" \g<0> ", text)
+    return text.split()
+
+
 _CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
 _CJK_RE = re.compile(f"[{_CJK_CLASS}]")
-# Splitting on a captured ideograph keeps it: "ab中c" -> ["ab", "中", "c"].
-_CJK_SPLIT_RE = re.compile(f"([{_CJK_CLASS}])")
 
 
 def split_words(text: str | bytes) -> list[str]:
@@ -292,7 +318,7 @@ def split_words(text: str | bytes) -> list[str]:
     if not text.isprintable() or "\ufffd" in text:
         text = _dropped_chars_re().sub("", text)
     if not text.isascii() and _CJK_RE.search(text):
-        text = " ".join(_CJK_SPLIT_RE.split(text))
+        text = _CJK_RE.sub(r" \g<0> ", text)
     return text.split()
 
 
@@ -331,11 +357,12 @@ class FullTokenizer(_VocabConversions):
         self.fast = fast
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
-        # Two memos: whole words of non-ASCII lines ("Word," and "word" are different words) and
-        # basic tokens.
-        self._memo = WordMemo(self._word_pieces, cache_size)
+        # Basic token -> its pieces, starting with the vocabulary's whole-word tokens (a token's
+        # longest match is itself), so a first pass works out fewer tokens.
         matcher = ForwardWordpiece(self.vocab, UNK_TOKEN, MAX_CHARS_PER_WORD)
-        self._token_memo = WordMemo(matcher.tokenize_word, cache_size)
+        self._memo = WordMemo(matcher.tokenize_word, cache_size)
+        self._memo.update((token, (token,)) for token in itertools.islice(self.vocab, cache_size // 2)
+                          if not token.startswith("##") and len(token) <= MAX_CHARS_PER_WORD)
 
     def tokenize(self, text: str | bytes) -> list[str]:
         """WordPiece tokens of `text` (str, or bytes decoded as UTF-8 ignoring errors)."""
@@ -344,11 +371,14 @@ class FullTokenizer(_VocabConversions):
                     for piece in self.wordpiece_tokenizer.tokenize(token)]
         if text.__class__ is not str:
             text = convert_to_unicode(text)
-        if text.isascii():
-            memo = self._token_memo
-            return [piece for token in ascii_basic_tokens(text, self.do_lower_case) for piece in memo[token]]
-        memo = self._memo
-        return [piece for word in split_words(text) for piece in memo[word]]
+        if text.isascii():  # most lines of English: `ascii_basic_tokens`, inlined
+            if not text.isprintable():
+                text = text.translate(_ASCII_DROPPED)
+            tokens = _ASCII_BASIC_TOKEN_RE.findall(text.lower() if self.do_lower_case else text)
+        else:
+            tokens = basic_tokens(text, self.do_lower_case)
+        # map + chain flatten in C: no Python step per token once its pieces are memoised.
+        return list(itertools.chain.from_iterable(map(self._memo.__getitem__, tokens)))
 
     def split_units(self, text: str | bytes) -> list[str]:
         """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the
@@ -359,14 +389,6 @@ class FullTokenizer(_VocabConversions):
         if text.isascii():
             return ascii_basic_tokens(text, self.do_lower_case)
         return split_words(text)
-
-    def _word_pieces(self, word: str) -> tuple[str, ...]:
-        """All pieces of one `split_words` word: the reference's per-word steps."""
-        tokens = self.basic_tokenizer.fast_split_word(word)
-        memo = self._token_memo
-        if len(tokens) == 1:
-            return memo[tokens[0]]
-        return tuple([piece for token in tokens for piece in memo[token]])
 
 
 class SentencePieceTokenizer(_VocabConversions):

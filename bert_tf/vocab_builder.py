@@ -89,10 +89,9 @@ def count_words(lines: Iterable[str]) -> collections.Counter:
 
 def count_basic_tokens(word_counts: collections.Counter, do_lower_case: bool) -> collections.Counter:
     """Counts of basic tokens (lower-cased, accents stripped, punctuation split) from word counts."""
-    basic = tokenization.BasicTokenizer(do_lower_case)
     counts: collections.Counter = collections.Counter()
     for word, count in word_counts.items():
-        for token in basic.fast_split_word(word):
+        for token in tokenization.basic_tokens(word, do_lower_case):
             counts[token] += count
     return counts
 

@@ -5,6 +5,7 @@ import random
 import string
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 import sentencepiece
@@ -204,14 +205,17 @@ def test_fast_path_character_tables_match_the_reference_predicates():
     everything = "".join(map(chr, range(0x110000)))
     kept = "".join(c for c in everything if not tokenization._is_dropped(c))
     assert tokenization._dropped_chars_re().sub("", everything) == kept
+    assert everything.translate(tokenization._deleted_combining_marks()) == "".join(
+        c for c in everything if unicodedata.category(c) != "Mn")
+    punctuation = [c for c in everything if tokenization._is_punctuation(c)]
+    assert "".join(punctuation).translate(tokenization._spaced_punctuation()).split() == punctuation
+    assert len(tokenization._spaced_punctuation()) == len(punctuation)
     assert tokenization._CJK_RE.findall(everything) == [
         c for c in everything if tokenization._is_cjk_ideograph(ord(c))]
     for char in everything:
         # split_words skips turning whitespace into spaces and skips printable lines when dropping.
         assert not tokenization._is_whitespace(char) or char.isspace(), hex(ord(char))
         assert not tokenization._is_dropped(char) or not char.isprintable() or char == "\ufffd"
-        # fast_split_word keeps a word that str.isalnum accepts whole: it has no punctuation.
-        assert not (char.isalnum() and tokenization._is_punctuation(char)), hex(ord(char))
 
 
 def test_testing_text_is_deterministic():
@@ -310,3 +314,20 @@ def test_tokenization_does_not_import_tensorflow():
     code = "import sys, bert_tf.tokenization; print('tensorflow' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_line_level_basic_tokens_match_the_reference_on_every_changed_code_point(do_lower_case):
+    """`basic_tokens` lower-cases, decomposes and splits the whole line at once: the same tokens as
+    the reference's per-word steps for every BMP code point that lower-casing or NFD changes, that
+    is a combining mark, punctuation, whitespace or control, next to final sigmas, marks and CJK.
+    (Every code point in more contexts was checked once, outside the suite: 5 minutes.)"""
+    interesting = [chr(cp) for cp in range(0x80, 0x10000)
+                   if chr(cp).lower() != chr(cp) or unicodedata.decomposition(chr(cp))
+                   or unicodedata.category(chr(cp))[0] in "MPZC"]
+    assert len(interesting) > 5000
+    reference = tokenization.BasicTokenizer(do_lower_case)
+    for context in ("A{c}b", "ΑΣ{c} x", "中{c}\u0301", "a\u0301{c}Σ."):
+        for start in range(0, len(interesting), 200):
+            line = " ".join(context.format(c=c) for c in interesting[start:start + 200])
+            assert tokenization.basic_tokens(line, do_lower_case) == reference.tokenize(line), line
