@@ -47,6 +47,8 @@ _INSTALL_HINTS = {
             "adds it for the TensorFlow versions it is built for)",
     "azfs": "pip install 'apache-beam[azure]'",
 }
+# Beam registers these file systems even when the client library they need is missing.
+_BEAM_CLIENT_MODULES = {"s3": "boto3"}
 _beam_first = False
 
 
@@ -236,7 +238,7 @@ class _TensorFlowGfile:
 
     @staticmethod
     def open_write(path: str) -> IO[bytes]:
-        return _gfile().GFile(path, "wb")
+        return _BytesOnlyWriter(_gfile().GFile(path, "wb"))
 
     @staticmethod
     def replace(source: str, target: str) -> None:
@@ -253,6 +255,25 @@ class _TensorFlowGfile:
             (gfile.rmtree if gfile.isdir(path) else gfile.remove)(path)
 
 
+class _BytesOnlyWriter:
+    """A GFile writer that also takes memoryviews and numpy buffers (GFile takes only bytes and str)."""
+
+    def __init__(self, file):
+        self._file = file
+
+    def write(self, data) -> None:
+        self._file.write(data if isinstance(data, bytes) else bytes(data))
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "_BytesOnlyWriter":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
 def _gfile():
     import tensorflow as tf
 
@@ -265,7 +286,8 @@ class _BeamFileSystems:
 
     @staticmethod
     def knows(name: str, path: str) -> bool:
-        if importlib.util.find_spec("apache_beam") is None:
+        client = _BEAM_CLIENT_MODULES.get(name)
+        if importlib.util.find_spec("apache_beam") is None or (client and importlib.util.find_spec(client) is None):
             return False
         from apache_beam.io.filesystems import FileSystems
 
