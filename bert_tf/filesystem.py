@@ -41,14 +41,14 @@ from bert_tf.errors import UserError
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 _INSTALL_HINTS = {
     "gs": "pip install 'apache-beam[gcp]' for Beam (tf.io.gfile reads gs:// without it)",
-    "s3": "pip install 'apache-beam[aws]' (TensorFlow 2.21 has no s3:// of its own; tensorflow-io adds it "
+    "s3": "pip install 'apache-beam[aws]' (TensorFlow has no s3:// of its own since 2.6; tensorflow-io adds it "
           "for the TensorFlow versions it is built for)",
-    "hdfs": "pip install 'apache-beam[hadoop]' (TensorFlow 2.21 has no hdfs:// of its own; tensorflow-io "
+    "hdfs": "pip install 'apache-beam[hadoop]' (TensorFlow has no hdfs:// of its own since 2.6; tensorflow-io "
             "adds it for the TensorFlow versions it is built for)",
     "azfs": "pip install 'apache-beam[azure]'",
 }
 # Beam registers these file systems even when the client library they need is missing.
-_BEAM_CLIENT_MODULES = {"s3": "boto3"}
+_BEAM_CLIENT_MODULES = {"s3": "boto3", "azfs": "azure.storage.blob"}
 _beam_first = False
 
 
@@ -198,15 +198,22 @@ def _backend(path: str, flag: str | None = None):
     raise UserError(f"{flag + ': ' if flag else ''}{path}: no installed file system handles {name}://; {hint}")
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
 class _TensorFlowGfile:
     """Scheme paths through tf.io.gfile (TensorFlow imported on first use)."""
 
     @staticmethod
     def knows(name: str, path: str) -> bool:
-        if importlib.util.find_spec("tensorflow") is None:
+        if not _installed("tensorflow"):
             return False
         gfile = _gfile()
-        if name not in gfile.get_registered_schemes() and importlib.util.find_spec("tensorflow_io") is not None:
+        if name not in gfile.get_registered_schemes() and _installed("tensorflow_io"):
             importlib.import_module("tensorflow_io")  # registers s3://, hdfs://, az:// with gfile
         return name in gfile.get_registered_schemes()
 
@@ -280,6 +287,19 @@ def _gfile():
     return tf.io.gfile
 
 
+def _beam_filesystems():
+    """Beam's `FileSystems`, with default pipeline options outside a Beam job: S3 and others refuse
+    to work without options (credentials then come from their client's usual environment)."""
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.options.value_provider import RuntimeValueProvider
+
+    # A Beam launcher sets the job's options first; Beam's workers have them as runtime options.
+    if getattr(FileSystems, "_pipeline_options", None) is None and RuntimeValueProvider.runtime_options is None:
+        FileSystems.set_options(PipelineOptions([]))
+    return FileSystems
+
+
 class _BeamFileSystems:
     """Scheme paths through apache_beam.io.filesystems.FileSystems (object stores have no
     directories: a directory is every object under `dir/`)."""
@@ -287,12 +307,11 @@ class _BeamFileSystems:
     @staticmethod
     def knows(name: str, path: str) -> bool:
         client = _BEAM_CLIENT_MODULES.get(name)
-        if importlib.util.find_spec("apache_beam") is None or (client and importlib.util.find_spec(client) is None):
+        if not _installed("apache_beam") or (client and not _installed(client)):
             return False
-        from apache_beam.io.filesystems import FileSystems
-
+        beam_fs = _beam_filesystems()
         try:
-            FileSystems.get_filesystem(path)
+            beam_fs.get_filesystem(path)
         except Exception:  # ValueError: no such scheme; BeamIOError: its client library is missing
             return False
         return True
@@ -303,9 +322,8 @@ class _BeamFileSystems:
 
     @staticmethod
     def glob(pattern: str) -> list[str]:
-        from apache_beam.io.filesystems import FileSystems
-
-        return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+        beam_fs = _beam_filesystems()
+        return [m.path for m in beam_fs.match([pattern])[0].metadata_list]
 
     @staticmethod
     def list_files(directory: str) -> list[str]:
@@ -313,52 +331,45 @@ class _BeamFileSystems:
 
     @staticmethod
     def exists(path: str) -> bool:
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.exists(path)
+        beam_fs = _beam_filesystems()
+        return beam_fs.exists(path)
 
     @staticmethod
     def stat(path: str) -> tuple[int, int]:
-        from apache_beam.io.filesystems import FileSystems
-
-        info = FileSystems.match([path])[0].metadata_list[0]
+        beam_fs = _beam_filesystems()
+        info = beam_fs.match([path])[0].metadata_list[0]
         return info.size_in_bytes, int(info.last_updated_in_seconds * 1e9)
 
     @staticmethod
     def open_read(path: str) -> IO[bytes]:
         from apache_beam.io.filesystem import CompressionTypes
-        from apache_beam.io.filesystems import FileSystems
-
+        beam_fs = _beam_filesystems()
         # UNCOMPRESSED: byte offsets are the file's own (AUTO would inflate a .gz name)
-        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        return beam_fs.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
     @staticmethod
     def open_write(path: str) -> IO[bytes]:
         from apache_beam.io.filesystem import CompressionTypes
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        beam_fs = _beam_filesystems()
+        return beam_fs.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
     @staticmethod
     def replace(source: str, target: str) -> None:
-        from apache_beam.io.filesystems import FileSystems
-
-        if FileSystems.exists(target):
-            FileSystems.delete([target])
-        FileSystems.rename([source], [target])
+        beam_fs = _beam_filesystems()
+        if beam_fs.exists(target):
+            beam_fs.delete([target])
+        beam_fs.rename([source], [target])
 
     @staticmethod
     def makedirs(directory: str) -> None:
-        from apache_beam.io.filesystems import FileSystems
-
-        if not FileSystems.exists(directory):
+        beam_fs = _beam_filesystems()
+        if not beam_fs.exists(directory):
             try:
-                FileSystems.mkdirs(directory)
+                beam_fs.mkdirs(directory)
             except OSError:  # object stores: a directory is a prefix, nothing to create
                 pass
 
     @staticmethod
     def delete_files(paths: list[str]) -> None:
-        from apache_beam.io.filesystems import FileSystems
-
-        FileSystems.delete(paths)
+        beam_fs = _beam_filesystems()
+        beam_fs.delete(paths)
