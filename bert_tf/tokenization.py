@@ -30,6 +30,7 @@ from typing import Iterable, Sequence
 import sentencepiece
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.fast_wordpiece import ForwardWordpiece, WordMemo
 
@@ -58,7 +59,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, i
     """Reads `vocab.txt`: one token per line, id = line number (surrounding whitespace stripped)."""
     vocab: collections.OrderedDict[str, int] = collections.OrderedDict()
     try:
-        with open(vocab_file, "rb") as f:
+        with filesystem.open_read(os.fspath(vocab_file)) as f:  # local, gs://, s3://, ...
             for index, raw in enumerate(f):
                 vocab[convert_to_unicode(raw).strip()] = index
     except FileNotFoundError:

@@ -24,10 +24,10 @@ import time
 from typing import Iterable, Iterator
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from bert_tf import filesystem
 from bert_tf.data import pretraining_output
 from bert_tf.data.pretraining_input import Block, ReadCounts
 from bert_tf.data.pretraining_pipeline import (BlockWorker, PretrainingDataConfig, Summary,
@@ -47,7 +47,9 @@ class EncodeBlock(beam.DoFn):
         self.worker: BlockWorker | None = None
 
     def setup(self) -> None:
-        # The tokenizer is built once per Beam worker, not per block.
+        # The tokenizer is built once per Beam worker, not per block; the vocabulary and the
+        # inputs are read through Beam's file systems, as the launching process planned them.
+        filesystem.prefer_beam()
         self.worker = BlockWorker(self.config, work_dir="", num_outputs=self.num_outputs)
 
     def process(self, block: Block) -> Iterator:
@@ -65,13 +67,16 @@ class WriteOutput(beam.DoFn):
         self.outputs = outputs
         self.random_seed = random_seed
 
+    def setup(self) -> None:
+        filesystem.prefer_beam()
+
     def process(self, element: tuple[int, Iterable[tuple[int, bytes, list[int]]]]) -> Iterator[str]:
         k, parts = element
         data, boundaries = {}, {}
         for block, part, pieces in parts:
             data[block], boundaries[block] = memoryview(part), pieces
         path = temporary_path(self.outputs[k])
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with filesystem.open_write(path) as f:
             for block, start, end in pretraining_output.merge_order(boundaries, self.random_seed, k):
                 f.write(data[block][start:end])
         yield path
@@ -136,17 +141,24 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
       ValueError/OSError naming the flag or file before the pipeline starts.
     """
     started = time.time()
-    inputs, outputs, blocks = plan_run(config)
     options = PipelineOptions(shlex.split(pipeline_options))
-    with beam.Pipeline(options=options) as pipeline:
-        build_pipeline(pipeline, config, blocks, outputs)
-    summary = _read_summary(summary_path(outputs)) if blocks else Summary()
-    if not summary.instances:
-        FileSystems.delete([temporary_path(path) for path in outputs
-                            if FileSystems.exists(temporary_path(path))])
-        raise EmptyInputError(no_instances_message(inputs, summary))
-    for path in outputs:
-        FileSystems.rename([temporary_path(path)], [path])
+    FileSystems.set_options(options)  # credentials and endpoints of gs://, s3://, ... for planning too
+    beam_was_preferred = filesystem.prefer_beam(True)
+    try:
+        inputs, outputs, blocks = plan_run(config)
+        for path in outputs:
+            filesystem.makedirs(filesystem.dirname(filesystem.absolute(path)))
+        with beam.Pipeline(options=options) as pipeline:
+            build_pipeline(pipeline, config, blocks, outputs)
+        summary = _read_summary(summary_path(outputs)) if blocks else Summary()
+        if not summary.instances:
+            for path in outputs:
+                filesystem.delete(temporary_path(path))
+            raise EmptyInputError(no_instances_message(inputs, summary))
+        for path in outputs:
+            filesystem.replace(temporary_path(path), path)
+    finally:
+        filesystem.prefer_beam(beam_was_preferred)
     summary.input_files, summary.output_files = len(inputs), outputs
     summary.dynamic_masking = config.dynamic_masking
     summary.elapsed_seconds = time.time() - started
@@ -154,13 +166,13 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
 
 
 def _write_json(value: dict, path: str) -> None:
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    filesystem.prefer_beam()  # runs on a Beam worker
+    with filesystem.open_write(path) as f:
         f.write(json.dumps(value).encode())
 
 
 def _read_summary(path: str) -> Summary:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        values = json.loads(f.read())
-    FileSystems.delete([path])
+    values = pretraining_output.read_json(path)
+    filesystem.delete(path)
     values["read"] = ReadCounts(**values["read"])
     return Summary(**values)

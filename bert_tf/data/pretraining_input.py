@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import glob
 import itertools
-import os
 import re
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from bert_tf import filesystem
 from bert_tf.data.pretraining import DocumentBuffer
 from bert_tf.errors import MissingFileError, UnreadableFileError, UserError
 
@@ -30,27 +30,29 @@ WORD_START_MARKER = "\u2581"  # SentencePiece's "▁"
 
 
 def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
-    """Comma-separated globs and directories -> sorted regular files; errors name the pattern."""
+    """Comma-separated globs and directories (local or `scheme://`) -> sorted regular files; errors
+    name the pattern."""
     if isinstance(patterns, str):
         patterns = [p for p in patterns.split(",")]
     files: list[str] = []
     for pattern in (p.strip() for p in patterns):
         if not pattern:
             continue
-        if os.path.isdir(pattern):
-            found = sorted(os.path.join(root, name) for root, _, names in os.walk(pattern) for name in names)
+        filesystem.check_path(pattern, "--input_file")
+        if filesystem.isdir(pattern):
+            found = filesystem.list_files(pattern)
             if not found:
                 raise MissingFileError(f"--input_file: directory {pattern} holds no files")
         else:
-            found = sorted(glob.glob(pattern))
+            found = filesystem.glob(pattern)
             if not found:
                 what = "no file matches" if glob.has_magic(pattern) else "file not found:"
                 raise MissingFileError(f"--input_file: {what} {pattern}")
-        files.extend(f for f in found if os.path.isfile(f))
+        files.extend(found)
     if not files:
         raise MissingFileError("--input_file: no input files given")
     for path in files:
-        if not os.access(path, os.R_OK):
+        if not filesystem.readable(path):
             raise UnreadableFileError(f"--input_file: {path} is not readable (check its permissions)")
     return files
 
@@ -84,7 +86,7 @@ def plan_blocks(files: Sequence[str], document_buffer_size: int) -> list[Block]:
                 ranges.append((path, start, boundary))
                 blocks.append(Block(len(blocks), tuple(ranges)))
                 ranges, count, start = [], 0, boundary
-        size = os.path.getsize(path)
+        size = filesystem.size(path)
         if size > start:
             ranges.append((path, start, size))
             count += 1  # the file's last document
@@ -96,7 +98,7 @@ def plan_blocks(files: Sequence[str], document_buffer_size: int) -> list[Block]:
 def _document_starts(path: str) -> Iterator[int]:
     """Byte offsets just after each blank line (the start of the next document)."""
     try:
-        f = open(path, "rb")
+        f = filesystem.open_read(path)
     except OSError as e:
         raise UnreadableFileError(f"--input_file: cannot read {path}: {e.strerror}") from None
     with f:
@@ -240,7 +242,7 @@ def _read_lines(path: str, start: int, end: int, counts: ReadCounts) -> Iterator
     """Stripped lines of bytes [start, end) of a file, decoded as UTF-8 dropping invalid bytes
     (the original's rule); lines with invalid bytes are counted."""
     try:
-        f = open(path, "rb")
+        f = filesystem.open_read(path)
     except OSError as e:
         raise UnreadableFileError(f"--input_file: cannot read {path}: {e.strerror}") from None
     with f:

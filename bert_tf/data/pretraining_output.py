@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 
 # Output files interleave runs of this many records from all blocks in a random order, so that
@@ -47,7 +48,7 @@ class PartWriter:
     def __init__(self, path: str | None):
         """`path=None` keeps the records in memory (`file.getvalue()`), for runners that move them."""
         self.path = path
-        self.file = open(path + ".tmp", "wb") if path else io.BytesIO()
+        self.file = filesystem.open_write(path + ".tmp") if path else io.BytesIO()
         self.records = 0
         self.bytes = 0
         self.pieces = [0]
@@ -64,22 +65,27 @@ class PartWriter:
         """Closes the part under its final name; returns the piece boundaries (byte offsets)."""
         if self.path:
             self.file.close()
-            os.replace(self.path + ".tmp", self.path)
+            filesystem.replace(self.path + ".tmp", self.path)
         return self.pieces if self.pieces[-1] == self.bytes else self.pieces + [self.bytes]
 
 
 def part_path(work_dir: str, block: int, output: int) -> str:
-    return os.path.join(work_dir, f"block-{block:06d}.output-{output:05d}.tfrecord")
+    return filesystem.join(work_dir, f"block-{block:06d}.output-{output:05d}.tfrecord")
 
 
 def done_path(work_dir: str, block: int) -> str:
-    return os.path.join(work_dir, f"block-{block:06d}.done.json")
+    return filesystem.join(work_dir, f"block-{block:06d}.done.json")
 
 
 def write_json_atomically(path: str, value) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(value, f)
-    os.replace(path + ".tmp", path)
+    with filesystem.open_write(path + ".tmp") as f:
+        f.write(json.dumps(value).encode())
+    filesystem.replace(path + ".tmp", path)
+
+
+def read_json(path: str):
+    with filesystem.open_read(path) as f:
+        return json.loads(f.read())
 
 
 def merge_parts(work_dir: str, pieces: dict[int, list[list[int]]], outputs: Sequence[str],
@@ -88,11 +94,11 @@ def merge_parts(work_dir: str, pieces: dict[int, list[list[int]]], outputs: Sequ
     written under a temporary name and renamed when complete."""
     for k, path in enumerate(outputs):
         runs = merge_order({block: boundaries[k] for block, boundaries in pieces.items()}, random_seed, k)
-        with open(path + ".tmp", "wb") as out:
+        with filesystem.open_write(path + ".tmp") as out:
             for block, start, end in runs:
-                with open(part_path(work_dir, block, k), "rb") as part:
+                with filesystem.open_read(part_path(work_dir, block, k)) as part:
                     _copy_range(part, out, start, end - start)
-        os.replace(path + ".tmp", path)
+        filesystem.replace(path + ".tmp", path)
 
 
 def merge_order(boundaries: dict[int, list[int]], random_seed: int, output: int) -> list[tuple[int, int, int]]:
@@ -110,19 +116,35 @@ def merge_order(boundaries: dict[int, list[int]], random_seed: int, output: int)
 
 
 def _copy_range(source, target, start: int, size: int) -> None:
-    """Appends source[start:start + size] to target, inside the kernel where it can."""
-    target.flush()
+    """Appends source[start:start + size] to target, inside the kernel where both are local files."""
+    if _is_local_file(source) and _is_local_file(target):
+        target.flush()
+        start, size = _copy_in_kernel(source, target, start, size)
+        target.seek(0, os.SEEK_END)  # the kernel moved the descriptor, not the Python file
+    if size > 0:
+        source.seek(start)
+        target.write(source.read(size))
+
+
+def _is_local_file(file) -> bool:
+    """An operating-system file (tf.io.gfile and Beam streams have no descriptor)."""
+    try:
+        file.fileno()
+    except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
+        return False
+    return True
+
+
+def _copy_in_kernel(source, target, start: int, size: int) -> tuple[int, int]:
+    """Copies what `os.copy_file_range` can; returns the (start, size) left to copy."""
     while size > 0 and hasattr(os, "copy_file_range"):
         try:
             copied = os.copy_file_range(source.fileno(), target.fileno(), size, start)
         except OSError as e:
             if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
                 raise
-            break  # this file system cannot: copy through Python below
+            break  # this file system cannot: the caller copies through Python
         if copied == 0:
             raise UserError(f"{source.name}: ended early while merging (was it changed?)")
         start, size = start + copied, size - copied
-    if size > 0:
-        source.seek(start)
-        target.seek(0, os.SEEK_END)
-        target.write(source.read(size))
+    return start, size

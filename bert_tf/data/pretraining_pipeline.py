@@ -23,9 +23,7 @@ import gc
 import hashlib
 import json
 import multiprocessing
-import os
 import random
-import shutil
 import sys
 import threading
 import time
@@ -33,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bert_tf import filesystem
 from bert_tf.chinese.segmentation import make_line_preparer
 from bert_tf.data import features, pretraining_output, tfrecord
 from bert_tf.data.pretraining import (DocumentBuffer, InstanceOptions, SpecialIds, assemble_features,
@@ -181,9 +180,9 @@ class BlockWorker:
                                                       config.instance.max_predictions_per_seq)
 
     def run(self, block: Block) -> dict:
-        if os.path.exists(pretraining_output.done_path(self.work_dir, block.index)):
-            with open(pretraining_output.done_path(self.work_dir, block.index)) as f:
-                return json.load(f)  # finished by an earlier, interrupted run
+        done = pretraining_output.done_path(self.work_dir, block.index)
+        if filesystem.exists(done):
+            return pretraining_output.read_json(done)  # finished by an earlier, interrupted run
         parts = [pretraining_output.PartWriter(pretraining_output.part_path(self.work_dir, block.index, k))
                  for k in range(self.num_outputs)]
         counts = self.write_block(block, parts)
@@ -292,9 +291,21 @@ def plan_run(config: PretrainingDataConfig) -> tuple[list[str], list[str], list[
                          f"and {config.num_workers}")
     inputs = expand_input_patterns(config.input_file)
     outputs = pretraining_output.expand_output_files(config.output_file)
+    check_paths(config, outputs)
     check_vocabulary(config)
     make_line_preparer(config.chinese_conversion, config.chinese_segmenter)  # a missing extra too
     return inputs, outputs, plan_blocks(inputs, config.document_buffer_size)
+
+
+def check_paths(config: PretrainingDataConfig, outputs: Sequence[str]) -> None:
+    """Output and vocabulary paths have a file system that handles them (one line naming the flag)."""
+    for path in outputs:
+        filesystem.check_path(path, "--output_file")
+    if config.vocab_file:
+        filesystem.check_path(config.vocab_file, "--vocab_file")
+    if config.spm_model_file and filesystem.scheme(config.spm_model_file):
+        raise UserError(f"--spm_model_file: {config.spm_model_file}: SentencePiece models are read from "
+                        "local paths only; copy the model to this machine and give that path")
 
 
 def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
@@ -306,9 +317,9 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
     started = time.time()
     inputs, outputs, blocks = plan_run(config)
     for path in outputs:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        filesystem.makedirs(filesystem.dirname(filesystem.absolute(path)))
     work_dir = _work_dir(config, inputs, outputs)
-    os.makedirs(work_dir, exist_ok=True)
+    filesystem.makedirs(work_dir)
     summary = Summary(input_files=len(inputs), output_files=outputs, dynamic_masking=config.dynamic_masking)
     pieces: dict[int, list[list[int]]] = {}
     context = _worker_context()
@@ -331,12 +342,12 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
                     summary.add_block(counts)
                     pieces[counts["block"]] = counts["pieces"]
         if not summary.instances:
-            shutil.rmtree(work_dir, ignore_errors=True)
+            filesystem.delete_tree(work_dir)
             raise EmptyInputError(no_instances_message(inputs, summary))
         pretraining_output.merge_parts(work_dir, pieces, outputs, config.random_seed)
     finally:
         reporter.stop()
-    shutil.rmtree(work_dir, ignore_errors=True)
+    filesystem.delete_tree(work_dir)
     summary.elapsed_seconds = time.time() - started
     return summary
 
@@ -362,14 +373,13 @@ def no_instances_message(inputs: Sequence[str], summary: Summary) -> str:
 def _work_dir(config: PretrainingDataConfig, inputs: Sequence[str], outputs: Sequence[str]) -> str:
     """A directory named after everything that shapes the output bytes (not the worker count)."""
     shaping = dataclasses.asdict(dataclasses.replace(config, num_workers=1, progress=True))
-    shaping["inputs"] = [(os.path.abspath(p), os.path.getsize(p), os.stat(p).st_mtime_ns) for p in inputs]
-    shaping["vocabulary"] = [(p, os.path.getsize(p), os.stat(p).st_mtime_ns)
-                             for p in (config.vocab_file, config.spm_model_file) if p]
+    shaping["inputs"] = [(filesystem.absolute(p), *filesystem.stat(p)) for p in inputs]
+    shaping["vocabulary"] = [(p, *filesystem.stat(p)) for p in (config.vocab_file, config.spm_model_file) if p]
     shaping["outputs"] = list(outputs)
     shaping["version"] = FORMAT_VERSION
     digest = hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
-    first = os.path.abspath(outputs[0])
-    return os.path.join(os.path.dirname(first), f".{os.path.basename(first)}.parts-{digest}")
+    first = filesystem.absolute(outputs[0])
+    return filesystem.join(filesystem.dirname(first), f".{filesystem.basename(first)}.parts-{digest}")
 
 
 class _ProgressReporter:
