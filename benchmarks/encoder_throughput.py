@@ -3,7 +3,8 @@
 Prints one JSON line per measurement (config × dtype × XLA) and first lines describing the
 machine: TensorFlow version, whether oneDNN is on (TF_ENABLE_ONEDNN_OPTS and what TensorFlow
 reports), the CPU's bfloat16 support, the thread settings, and the matmul peak of the moment
-per dtype (the encoder's ceiling; on a shared machine it moves with the other work).
+per dtype (`matmul_peak.py`: the best of large squares and the configs' own GEMM shapes, a
+ceiling the encoder cannot beat; on a shared machine it moves with the other work).
 
 Example (quick smoke run, then the full table):
 
@@ -37,8 +38,9 @@ flags.DEFINE_integer("min_iterations", 3, "Timed calls per repeat, at least.")
 flags.DEFINE_float("min_seconds", 10.0, "Seconds per repeat, at least.")
 flags.DEFINE_integer("repeats", 3, "Timed repeats; the best is reported.")
 flags.DEFINE_integer("intra_op_threads", 0, "TensorFlow intra-op threads (0 = all cores).")
-flags.DEFINE_float("peak_seconds", 3.0, "Seconds to measure the matmul peak per dtype before "
-                   "the encoder runs (0 = skip); each result is also given as a fraction of it.")
+flags.DEFINE_bool("peak", True, "Measure the matmul peak per dtype before the encoder runs "
+                  "(benchmarks/matmul_peak.py: best of large squares and the configs' GEMM shapes); "
+                  "each result is also given as a fraction of it.")
 flags.DEFINE_integer("inter_op_threads", 1, "TensorFlow inter-op threads (0 = TF's default). "
                      "One avoids two ops competing for the same cores.")
 
@@ -89,22 +91,6 @@ def encoder_flops_per_sequence(layers: int, hidden: int, intermediate: int, seq:
     attention products 2·2·S²·H, per layer (embeddings, LayerNorm, softmax are not counted)."""
     return layers * (2 * seq * (4 * hidden * hidden + 2 * hidden * intermediate)
                      + 4 * seq * seq * hidden)
-
-
-def matmul_peak(tf, dtype: str, seconds: float) -> float:
-    """GFLOP/s of a [4096,768]×[768,3072] matmul (BERT-base's feed-forward at batch 32 × 128)
-    in the encoder's compute dtype: the ceiling the encoder's throughput is compared with."""
-    compute = {"float32": tf.float32, "bfloat16": tf.bfloat16, "float16": tf.float16}[dtype]
-    m, k, n = 4096, 768, 3072
-    a = tf.cast(tf.random.stateless_normal([m, k], seed=[1, 2]), compute)
-    b = tf.cast(tf.random.stateless_normal([k, n], seed=[3, 4]), compute)
-    matmul = tf.function(tf.matmul)
-    matmul(a, b).numpy()
-    calls, start = 0, time.perf_counter()
-    while calls < 2 or time.perf_counter() - start < seconds:
-        matmul(a, b).numpy()
-        calls += 1
-    return 2 * m * k * n * calls / (time.perf_counter() - start) / 1e9
 
 
 def measure(tf, forward, features, batch_size: int) -> list[float]:
@@ -172,10 +158,15 @@ def main(argv):
     for dtype in FLAGS.dtypes:
         if dtype not in POLICIES:
             raise app.UsageError(f"--dtypes: unknown {dtype!r}; choose from {', '.join(POLICIES)}")
+    import matmul_peak  # noqa: PLC0415 (imports TensorFlow)
+
+    # The shared peak: best of large squares and every config's own GEMM shapes, per dtype.
+    shapes = sorted({shape for name in FLAGS.configs for shape in matmul_peak.bert_shapes(
+        FLAGS.batch_size * FLAGS.seq_length, CONFIGS[name]["hidden_size"], CONFIGS[name]["intermediate_size"])})
     peaks = {}
     for dtype in FLAGS.dtypes:
-        peaks[dtype] = matmul_peak(tf, dtype, FLAGS.peak_seconds) if FLAGS.peak_seconds else None
-        print(json.dumps({"benchmark": "matmul_peak", "dtype": dtype, "shape": [4096, 768, 3072],
+        peaks[dtype] = matmul_peak.matmul_peak(shapes, dtype) / 1e9 if FLAGS.peak else None
+        print(json.dumps({"benchmark": "matmul_peak", "dtype": dtype, "shapes": shapes,
                           "gflops_per_sec": peaks[dtype] and round(peaks[dtype], 1)}), flush=True)
     for name in FLAGS.configs:
         for dtype in FLAGS.dtypes:
