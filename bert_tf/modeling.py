@@ -144,16 +144,27 @@ class TokenLayout:
     the same (padding keys get a -10000 bias, whose softmax weight is exactly 0 in float32), and
     the work shrinks with the padding. Only attention needs the [B,S] grid; `pad` and `unpad` move
     rows between the two (scatter_nd / gather_nd, each the other's gradient, so no sparse
-    gradients). With `remove_padding=False` (XLA, which needs static shapes) T = B·S and both
-    are reshapes.
+    gradients). With `remove_padding=False` T = B·S and both are reshapes.
+
+    Attention reads the first K keys of every row only, K = `key_length`: the end of the longest
+    row (S when a row has no real token, which attends all S evenly). The keys past it are padding
+    in every row, whose softmax weight is exactly 0, so every output and gradient is that of all S
+    keys, for K/S of the attention's work. `static_shapes` (XLA) keeps K = S.
     """
 
-    def __init__(self, input_mask: tf.Tensor, remove_padding: bool):
+    def __init__(self, input_mask: tf.Tensor, remove_padding: bool, static_shapes: bool = False):
         """input_mask: int [B,S], 1 = real token, 0 = padding."""
         shape = tf.shape(input_mask)
         self.batch, self.seq_length = shape[0], shape[1]
-        # [B,S] → [B,1,1,S]: one bias row broadcast over heads and query positions.
-        bias = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_BIAS
+        if static_shapes:
+            self.key_length = self.seq_length
+        else:
+            ends = tf.reduce_max(tf.where(input_mask != 0, tf.range(1, self.seq_length + 1), 0),
+                                 axis=1)  # [B], 0 for a row of padding only
+            self.key_length = tf.where(tf.reduce_min(ends) == 0, self.seq_length,
+                                       tf.reduce_max(ends))
+        # [B,K] → [B,1,1,K]: one bias row broadcast over heads and query positions.
+        bias = (1.0 - tf.cast(input_mask[:, :self.key_length], tf.float32)) * ATTENTION_MASK_BIAS
         self.mask_bias = bias[:, tf.newaxis, tf.newaxis, :]
         if remove_padding:
             # Kept besides the real tokens: the first position (the pooler reads it), and every
@@ -253,17 +264,21 @@ class TransformerBlock(keras.layers.Layer):
         bias = tf.concat([tf.cast(l.bias, dtype) for l in layers], axis=0)
         return tf.nn.bias_add(tf.matmul(x, kernel), bias)
 
-    def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
-        """[B*Q,H] → [B,N,Q,D]."""
+    def _heads(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor | None = None
+               ) -> tf.Tensor:
+        """[B*Q,H] → [B,N,Q,D], or its first `length` positions [B,N,length,D]."""
         x = tf.reshape(x, [batch, -1, self.num_heads, self.head_size])  # [B,Q,N,D]
+        if length is not None:
+            x = x[:, :length]
         return tf.transpose(x, [0, 2, 1, 3])
 
     def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
                    training) -> tf.Tensor:
         """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] → context [B*Q,H]."""
         batch = layout.batch
-        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|S,D]
-        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,S]
+        q = self._heads(q, batch)  # [B,N,Q,D]
+        k, v = (self._heads(t, batch, layout.key_length) for t in (k, v))  # [B,N,K,D]
+        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
         probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
         probs = self.attention_dropout(probs, training=training)
@@ -298,17 +313,22 @@ _KEEP_PADDING = threading.local()
 
 
 @contextlib.contextmanager
-def keep_padding():
-    """Encoders traced inside this context compute padding positions too (static shapes, for XLA).
+def keep_padding(static_shapes: bool = True):
+    """Encoders traced inside this context compute padding positions too.
 
     Removing the padding gives each batch its own number of rows, which XLA would recompile for.
+
+    Args:
+      static_shapes: also attend all S keys (for XLA); False lets attention stop at the batch's
+        longest row (see `TokenLayout`), which gives the same numbers. Nested contexts keep
+        static shapes if any of them asks for them.
     """
-    previous = getattr(_KEEP_PADDING, "on", False)
-    _KEEP_PADDING.on = True
+    previous = (getattr(_KEEP_PADDING, "on", False), getattr(_KEEP_PADDING, "static", False))
+    _KEEP_PADDING.on, _KEEP_PADDING.static = True, previous[1] or static_shapes
     try:
         yield
     finally:
-        _KEEP_PADDING.on = previous
+        _KEEP_PADDING.on, _KEEP_PADDING.static = previous
 
 
 class BertEncoder(keras.Model):
@@ -367,7 +387,8 @@ class BertEncoder(keras.Model):
         input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
         segment_ids = inputs.get("segment_ids")
         segment_ids = tf.zeros_like(input_ids) if segment_ids is None else segment_ids
-        layout = TokenLayout(input_mask, remove_padding=not getattr(_KEEP_PADDING, "on", False))
+        layout = TokenLayout(input_mask, remove_padding=not getattr(_KEEP_PADDING, "on", False),
+                             static_shapes=getattr(_KEEP_PADDING, "static", False))
         x = self.embeddings(input_ids, segment_ids, layout=layout, training=training)  # [T,H]
         blocks = self.transformer_layers
         hidden_size = self.config.hidden_size
