@@ -190,6 +190,12 @@ class TokenLayout:
         shape = tf.stack([self.batch * self.seq_length, tf.shape(rows)[1]])
         return tf.scatter_nd(self.token_index, rows, shape)
 
+    def key_rows(self, x: tf.Tensor) -> tf.Tensor:
+        """[B*S,C] → [B*K,C]: the rows of the first K positions of every sequence."""
+        width = x.shape[-1]
+        x = tf.reshape(x, [self.batch, self.seq_length, width])[:, :self.key_length]
+        return tf.reshape(x, [-1, width])
+
     def rows_at(self, positions: tf.Tensor) -> tf.Tensor:
         """int [B,Q] positions (each kept: a real token or the first) → int [B*Q] rows of [T,...]."""
         offsets = tf.range(self.batch)[:, tf.newaxis] * self.seq_length  # [B,1]
@@ -264,20 +270,16 @@ class TransformerBlock(keras.layers.Layer):
         bias = tf.concat([tf.cast(l.bias, dtype) for l in layers], axis=0)
         return tf.nn.bias_add(tf.matmul(x, kernel), bias)
 
-    def _heads(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor | None = None
-               ) -> tf.Tensor:
-        """[B*Q,H] → [B,N,Q,D], or its first `length` positions [B,N,length,D]."""
+    def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
+        """[B*Q,H] → [B,N,Q,D]."""
         x = tf.reshape(x, [batch, -1, self.num_heads, self.head_size])  # [B,Q,N,D]
-        if length is not None:
-            x = x[:, :length]
         return tf.transpose(x, [0, 2, 1, 3])
 
     def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
                    training) -> tf.Tensor:
-        """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] → context [B*Q,H]."""
+        """q [B*Q,H] (Q queries per sequence); k, v [B*K,H] (`layout.key_rows`) → [B*Q,H]."""
         batch = layout.batch
-        q = self._heads(q, batch)  # [B,N,Q,D]
-        k, v = (self._heads(t, batch, layout.key_length) for t in (k, v))  # [B,N,K,D]
+        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|K,D]
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
         probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
@@ -292,16 +294,25 @@ class TransformerBlock(keras.layers.Layer):
         With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
         are computed past the keys and values (the original's heads read no others): → [B*Q,H].
         """
-        if query_rows is None:
-            qkv = layout.pad(self._projection(x, (self.query, self.key, self.value)))  # [B*S,3H]
-            q, k, v = tf.split(qkv, 3, axis=1)
+        hidden_size = self.num_heads * self.head_size
+        if query_rows is None and layout.token_index is None:
+            # Every position is a row: keys and values only where attention reads them.
+            q = self._projection(x, (self.query,))  # [B*S,H]
+            kv = self._projection(layout.key_rows(x), (self.key, self.value))
             residual = x
-            context = layout.unpad(self._attention(q, k, v, layout, training))  # [T,H]
+        elif query_rows is None:
+            qkv = layout.pad(self._projection(x, (self.query, self.key, self.value)))  # [B*S,3H]
+            q, kv = tf.split(qkv, [hidden_size, 2 * hidden_size], axis=1)
+            kv = layout.key_rows(kv)
+            residual = x
         else:
-            k, v = tf.split(layout.pad(self._projection(x, (self.key, self.value))), 2, axis=1)
+            kv = layout.key_rows(layout.pad(self._projection(x, (self.key, self.value))))
             residual = tf.gather(x, query_rows)  # [B*Q,H]
             q = self._projection(residual, (self.query,))
-            context = self._attention(q, k, v, layout, training)  # [B*Q,H]
+        k, v = tf.split(kv, 2, axis=1)  # [B*K,H] each
+        context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
+        if query_rows is None:
+            context = layout.unpad(context)  # [T,H]
         attention = self.hidden_dropout(self.attention_output(context), training=training)
         x = self.attention_layer_norm(tf.cast(attention, tf.float32)
                                       + tf.cast(residual, tf.float32))

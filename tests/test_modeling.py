@@ -149,7 +149,7 @@ def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
     trimmed, trimmed_grads = outputs_and_gradients(static_shapes=False)
     full, full_grads = outputs_and_gradients(static_shapes=True)
     np.testing.assert_allclose(trimmed, _np_encoder(encoder, features)[0], atol=2e-5)
-    np.testing.assert_allclose(trimmed, full, atol=1e-6)
+    np.testing.assert_allclose(trimmed, full, atol=1e-5)  # float32 rounding of other matmul shapes
     assert [g is None for g in trimmed_grads] == [g is None for g in full_grads]  # the pooler
     pairs = [(v.path, tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy())
              for v, got, want in zip(encoder.trainable_variables, trimmed_grads, full_grads)
