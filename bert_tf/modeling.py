@@ -146,25 +146,29 @@ class TokenLayout:
     rows between the two (scatter_nd / gather_nd, each the other's gradient, so no sparse
     gradients). With `remove_padding=False` T = B·S and both are reshapes.
 
-    Attention reads the first K keys of every row only, K = `key_length`: the end of the longest
-    row (S when a row has no real token, which attends all S evenly). The keys past it are padding
-    in every row, whose softmax weight is exactly 0, so every output and gradient is that of all S
-    keys, for K/S of the attention's work. `static_shapes` (XLA) keeps K = S.
+    With `remove_padding=False` and not `static_shapes` (the span model), attention reads the
+    first K keys of every row only, K = `key_length`: the end of the longest row (S when a row
+    has no real token, which attends all S evenly). The keys past it are padding in every row,
+    whose softmax weight is exactly 0, so every output and gradient is that of all S keys, for
+    K/S of the attention's work. Otherwise `key_length` is None: all S keys (static shapes for
+    XLA; with the padding removed, batches are already cut to their longest row).
     """
 
     def __init__(self, input_mask: tf.Tensor, remove_padding: bool, static_shapes: bool = False):
         """input_mask: int [B,S], 1 = real token, 0 = padding."""
         shape = tf.shape(input_mask)
         self.batch, self.seq_length = shape[0], shape[1]
-        if static_shapes:
-            self.key_length = self.seq_length
+        if remove_padding or static_shapes:
+            self.key_length = None
+            bias = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_BIAS  # [B,S]
         else:
             ends = tf.reduce_max(tf.where(input_mask != 0, tf.range(1, self.seq_length + 1), 0),
                                  axis=1)  # [B], 0 for a row of padding only
             self.key_length = tf.where(tf.reduce_min(ends) == 0, self.seq_length,
                                        tf.reduce_max(ends))
-        # [B,K] → [B,1,1,K]: one bias row broadcast over heads and query positions.
-        bias = (1.0 - tf.cast(input_mask[:, :self.key_length], tf.float32)) * ATTENTION_MASK_BIAS
+            bias = ((1.0 - tf.cast(input_mask[:, :self.key_length], tf.float32))
+                    * ATTENTION_MASK_BIAS)  # [B,K]
+        # → [B,1,1,S|K]: one bias row broadcast over heads and query positions.
         self.mask_bias = bias[:, tf.newaxis, tf.newaxis, :]
         if remove_padding:
             # Kept besides the real tokens: the first position (the pooler reads it), and every
@@ -191,7 +195,8 @@ class TokenLayout:
         return tf.scatter_nd(self.token_index, rows, shape)
 
     def key_rows(self, x: tf.Tensor) -> tf.Tensor:
-        """[B*S,C] → [B*K,C]: the rows of the first K positions of every sequence."""
+        """[B*S,C] → [B*K,C]: the rows of the first K positions of every sequence (needs
+        `key_length`)."""
         width = x.shape[-1]
         x = tf.reshape(x, [self.batch, self.seq_length, width])[:, :self.key_length]
         return tf.reshape(x, [-1, width])
@@ -277,7 +282,8 @@ class TransformerBlock(keras.layers.Layer):
 
     def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
                    training) -> tf.Tensor:
-        """q [B*Q,H] (Q queries per sequence); k, v [B*K,H] (`layout.key_rows`) → [B*Q,H]."""
+        """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] or, with `layout.key_length`,
+        [B*K,H] (`layout.key_rows`) → context [B*Q,H]."""
         batch = layout.batch
         q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|K,D]
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
@@ -294,22 +300,20 @@ class TransformerBlock(keras.layers.Layer):
         With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
         are computed past the keys and values (the original's heads read no others): → [B*Q,H].
         """
-        hidden_size = self.num_heads * self.head_size
-        if query_rows is None and layout.token_index is None:
+        if query_rows is None and layout.key_length is not None:
             # Every position is a row: keys and values only where attention reads them.
             q = self._projection(x, (self.query,))  # [B*S,H]
-            kv = self._projection(layout.key_rows(x), (self.key, self.value))
+            k, v = tf.split(self._projection(layout.key_rows(x), (self.key, self.value)), 2,
+                            axis=1)  # [B*K,H] each
             residual = x
         elif query_rows is None:
             qkv = layout.pad(self._projection(x, (self.query, self.key, self.value)))  # [B*S,3H]
-            q, kv = tf.split(qkv, [hidden_size, 2 * hidden_size], axis=1)
-            kv = layout.key_rows(kv)
+            q, k, v = tf.split(qkv, 3, axis=1)
             residual = x
         else:
-            kv = layout.key_rows(layout.pad(self._projection(x, (self.key, self.value))))
+            k, v = tf.split(layout.pad(self._projection(x, (self.key, self.value))), 2, axis=1)
             residual = tf.gather(x, query_rows)  # [B*Q,H]
             q = self._projection(residual, (self.query,))
-        k, v = tf.split(kv, 2, axis=1)  # [B*K,H] each
         context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
         if query_rows is None:
             context = layout.unpad(context)  # [T,H]

@@ -131,9 +131,9 @@ def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
     _randomise(encoder)
     features = _features(tiny_config, lengths=[9, 1, 5, 8, 2, 9, 7])
     assert modeling.TokenLayout(features["input_mask"], False).key_length == 9
-    assert modeling.TokenLayout(features["input_mask"], False, static_shapes=True).key_length == S
+    assert modeling.TokenLayout(features["input_mask"], False, static_shapes=True).key_length is None
     with_empty_row = tf.concat([features["input_mask"][:6], tf.zeros([1, S], tf.int32)], 0)
-    assert modeling.TokenLayout(with_empty_row, True).key_length == S  # it attends all S evenly
+    assert modeling.TokenLayout(with_empty_row, False).key_length == S  # it attends all S evenly
     weights = tf.constant(np.random.default_rng(3).normal(size=[tiny_config.hidden_size]),
                           tf.float32)
 
@@ -157,11 +157,12 @@ def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
     # One scale for all: the key bias's gradient is 0 up to rounding (softmax ignores a shift).
     scale = max(np.abs(want).max() for _, _, want in pairs)
     for path, got, want in pairs:
-        np.testing.assert_allclose(got, want, atol=1e-6 * scale, err_msg=path)
+        np.testing.assert_allclose(got, want, atol=1e-5 * scale, err_msg=path)
 
 
 def test_static_shapes_win_over_a_nested_keep_padding(tiny_config, monkeypatch):
-    """XLA's step wraps the span model's own keep_padding(static_shapes=False): all S keys."""
+    """XLA's step wraps the span model's own keep_padding(static_shapes=False): all S keys (as
+    with the padding removed, where batches are already cut to their longest row)."""
     layouts = []
 
     class RecordedLayout(modeling.TokenLayout):
@@ -177,7 +178,8 @@ def test_static_shapes_win_over_a_nested_keep_padding(tiny_config, monkeypatch):
     with modeling.keep_padding(), modeling.keep_padding(static_shapes=False):
         encoder(features)
     encoder(features)
-    assert [int(layout.key_length) for layout in layouts] == [9, S, 9]
+    assert [layout.key_length is None for layout in layouts] == [False, True, True]
+    assert int(layouts[0].key_length) == 9
     assert [layout.token_index is None for layout in layouts] == [True, True, False]
 
 
