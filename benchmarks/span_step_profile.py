@@ -40,7 +40,7 @@ DEMO_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 
 
 def demo_windows(max_seq_length: int) -> squad_features.SquadFeatures:
-    """The training windows of the bundled SQuAD set, shuffled as run_squad shuffles."""
+    """The training windows of the bundled SQuAD set, its questions shuffled (fixed seed)."""
     examples, _ = squad.read_squad_examples(DEMO_FILE, True, False)
     np.random.default_rng(12345).shuffle(examples)
     tokenizer = tokenization.FullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), True)

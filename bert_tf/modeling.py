@@ -146,16 +146,15 @@ class TokenLayout:
     rows between the two (scatter_nd / gather_nd, each the other's gradient, so no sparse
     gradients). With `remove_padding=False` T = B·S and both are reshapes.
 
-    With `remove_padding=False` and not `static_shapes` (the span model), attention reads the
-    first K keys of every row only, K = `key_length`: the end of the longest row (S when a row
-    has no real token, which attends all S evenly). The keys past it are padding in every row,
-    whose softmax weight is exactly 0, so every output and gradient is that of all S keys, for
-    K/S of the attention's work. Otherwise `key_length` is None: all S keys (static shapes for
-    XLA; with the padding removed, batches are already cut to their longest row).
+    With neither `remove_padding` nor `static_shapes` (the span model), attention reads the first
+    K = `key_length` keys only: the end of the longest row (S if a row is all padding: it attends
+    all S evenly). Keys past it are padding in every row and weigh exactly 0, so every output and
+    gradient is that of all S keys. Otherwise `key_length` is None (all S keys).
     """
 
     def __init__(self, input_mask: tf.Tensor, remove_padding: bool, static_shapes: bool = False):
-        """input_mask: int [B,S], 1 = real token, 0 = padding."""
+        """input_mask: int [B,S], 1 = real token, 0 = padding; `static_shapes`: no shape may
+        depend on the mask's values (XLA)."""
         shape = tf.shape(input_mask)
         self.batch, self.seq_length = shape[0], shape[1]
         if remove_padding or static_shapes:
@@ -331,12 +330,9 @@ _KEEP_PADDING = threading.local()
 def keep_padding(static_shapes: bool = True):
     """Encoders traced inside this context compute padding positions too.
 
-    Removing the padding gives each batch its own number of rows, which XLA would recompile for.
-
-    Args:
-      static_shapes: also attend all S keys (for XLA); False lets attention stop at the batch's
-        longest row (see `TokenLayout`), which gives the same numbers. Nested contexts keep
-        static shapes if any of them asks for them.
+    `static_shapes` (for XLA, which would recompile for every new shape) also attends all S keys;
+    False lets attention stop at the batch's longest row (`TokenLayout`): the same numbers.
+    Nested contexts keep static shapes if any of them asks for them.
     """
     previous = (getattr(_KEEP_PADDING, "on", False), getattr(_KEEP_PADDING, "static", False))
     _KEEP_PADDING.on, _KEEP_PADDING.static = True, previous[1] or static_shapes

@@ -131,7 +131,8 @@ def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
     _randomise(encoder)
     features = _features(tiny_config, lengths=[9, 1, 5, 8, 2, 9, 7])
     assert modeling.TokenLayout(features["input_mask"], False).key_length == 9
-    assert modeling.TokenLayout(features["input_mask"], False, static_shapes=True).key_length is None
+    mask = features["input_mask"]
+    assert modeling.TokenLayout(mask, False, static_shapes=True).key_length is None
     with_empty_row = tf.concat([features["input_mask"][:6], tf.zeros([1, S], tf.int32)], 0)
     assert modeling.TokenLayout(with_empty_row, False).key_length == S  # it attends all S evenly
     weights = tf.constant(np.random.default_rng(3).normal(size=[tiny_config.hidden_size]),
