@@ -144,16 +144,30 @@ class TokenLayout:
     the same (padding keys get a -10000 bias, whose softmax weight is exactly 0 in float32), and
     the work shrinks with the padding. Only attention needs the [B,S] grid; `pad` and `unpad` move
     rows between the two (scatter_nd / gather_nd, each the other's gradient, so no sparse
-    gradients). With `remove_padding=False` (XLA, which needs static shapes) T = B·S and both
-    are reshapes.
+    gradients). With `remove_padding=False` T = B·S and both are reshapes.
+
+    With neither `remove_padding` nor `static_shapes` (the span model), attention reads the first
+    K = `key_length` keys only: the end of the longest row (S if a row is all padding: it attends
+    all S evenly). Keys past it are padding in every row and weigh exactly 0, so every output and
+    gradient is that of all S keys. Otherwise `key_length` is None (all S keys).
     """
 
-    def __init__(self, input_mask: tf.Tensor, remove_padding: bool):
-        """input_mask: int [B,S], 1 = real token, 0 = padding."""
+    def __init__(self, input_mask: tf.Tensor, remove_padding: bool, static_shapes: bool = False):
+        """input_mask: int [B,S], 1 = real token, 0 = padding; `static_shapes`: no shape may
+        depend on the mask's values (XLA)."""
         shape = tf.shape(input_mask)
         self.batch, self.seq_length = shape[0], shape[1]
-        # [B,S] → [B,1,1,S]: one bias row broadcast over heads and query positions.
-        bias = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_BIAS
+        if remove_padding or static_shapes:
+            self.key_length = None
+            bias = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_BIAS  # [B,S]
+        else:
+            ends = tf.reduce_max(tf.where(input_mask != 0, tf.range(1, self.seq_length + 1), 0),
+                                 axis=1)  # [B], 0 for a row of padding only
+            self.key_length = tf.where(tf.reduce_min(ends) == 0, self.seq_length,
+                                       tf.reduce_max(ends))
+            bias = ((1.0 - tf.cast(input_mask[:, :self.key_length], tf.float32))
+                    * ATTENTION_MASK_BIAS)  # [B,K]
+        # → [B,1,1,S|K]: one bias row broadcast over heads and query positions.
         self.mask_bias = bias[:, tf.newaxis, tf.newaxis, :]
         if remove_padding:
             # Kept besides the real tokens: the first position (the pooler reads it), and every
@@ -178,6 +192,13 @@ class TokenLayout:
             return rows
         shape = tf.stack([self.batch * self.seq_length, tf.shape(rows)[1]])
         return tf.scatter_nd(self.token_index, rows, shape)
+
+    def key_rows(self, x: tf.Tensor) -> tf.Tensor:
+        """[B*S,C] → [B*K,C]: the rows of the first K positions of every sequence (needs
+        `key_length`)."""
+        width = x.shape[-1]
+        x = tf.reshape(x, [self.batch, self.seq_length, width])[:, :self.key_length]
+        return tf.reshape(x, [-1, width])
 
     def rows_at(self, positions: tf.Tensor) -> tf.Tensor:
         """int [B,Q] positions (each kept: a real token or the first) → int [B*Q] rows of [T,...]."""
@@ -260,10 +281,11 @@ class TransformerBlock(keras.layers.Layer):
 
     def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
                    training) -> tf.Tensor:
-        """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] → context [B*Q,H]."""
+        """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] or, with `layout.key_length`,
+        [B*K,H] (`layout.key_rows`) → context [B*Q,H]."""
         batch = layout.batch
-        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|S,D]
-        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,S]
+        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|K,D]
+        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
         probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
         probs = self.attention_dropout(probs, training=training)
@@ -277,16 +299,23 @@ class TransformerBlock(keras.layers.Layer):
         With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
         are computed past the keys and values (the original's heads read no others): → [B*Q,H].
         """
-        if query_rows is None:
+        if query_rows is None and layout.key_length is not None:
+            # Every position is a row: keys and values only where attention reads them.
+            q = self._projection(x, (self.query,))  # [B*S,H]
+            k, v = tf.split(self._projection(layout.key_rows(x), (self.key, self.value)), 2,
+                            axis=1)  # [B*K,H] each
+            residual = x
+        elif query_rows is None:
             qkv = layout.pad(self._projection(x, (self.query, self.key, self.value)))  # [B*S,3H]
             q, k, v = tf.split(qkv, 3, axis=1)
             residual = x
-            context = layout.unpad(self._attention(q, k, v, layout, training))  # [T,H]
         else:
             k, v = tf.split(layout.pad(self._projection(x, (self.key, self.value))), 2, axis=1)
             residual = tf.gather(x, query_rows)  # [B*Q,H]
             q = self._projection(residual, (self.query,))
-            context = self._attention(q, k, v, layout, training)  # [B*Q,H]
+        context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
+        if query_rows is None:
+            context = layout.unpad(context)  # [T,H]
         attention = self.hidden_dropout(self.attention_output(context), training=training)
         x = self.attention_layer_norm(tf.cast(attention, tf.float32)
                                       + tf.cast(residual, tf.float32))
@@ -298,17 +327,19 @@ _KEEP_PADDING = threading.local()
 
 
 @contextlib.contextmanager
-def keep_padding():
-    """Encoders traced inside this context compute padding positions too (static shapes, for XLA).
+def keep_padding(static_shapes: bool = True):
+    """Encoders traced inside this context compute padding positions too.
 
-    Removing the padding gives each batch its own number of rows, which XLA would recompile for.
+    `static_shapes` (for XLA, which would recompile for every new shape) also attends all S keys;
+    False lets attention stop at the batch's longest row (`TokenLayout`): the same numbers.
+    Nested contexts keep static shapes if any of them asks for them.
     """
-    previous = getattr(_KEEP_PADDING, "on", False)
-    _KEEP_PADDING.on = True
+    previous = (getattr(_KEEP_PADDING, "on", False), getattr(_KEEP_PADDING, "static", False))
+    _KEEP_PADDING.on, _KEEP_PADDING.static = True, previous[1] or static_shapes
     try:
         yield
     finally:
-        _KEEP_PADDING.on = previous
+        _KEEP_PADDING.on, _KEEP_PADDING.static = previous
 
 
 class BertEncoder(keras.Model):
@@ -367,7 +398,8 @@ class BertEncoder(keras.Model):
         input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
         segment_ids = inputs.get("segment_ids")
         segment_ids = tf.zeros_like(input_ids) if segment_ids is None else segment_ids
-        layout = TokenLayout(input_mask, remove_padding=not getattr(_KEEP_PADDING, "on", False))
+        layout = TokenLayout(input_mask, remove_padding=not getattr(_KEEP_PADDING, "on", False),
+                             static_shapes=getattr(_KEEP_PADDING, "static", False))
         x = self.embeddings(input_ids, segment_ids, layout=layout, training=training)  # [T,H]
         blocks = self.transformer_layers
         hidden_size = self.config.hidden_size

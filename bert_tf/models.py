@@ -87,8 +87,9 @@ class SpanModel(_EncoderModel):
     def call(self, features: dict, training=False) -> dict:
         """→ `start_logits` [B,S], `end_logits` [B,S] (float32)."""
         # The original's span loss is a softmax over every position, padding included, so the
-        # padding positions are computed as the original computes them.
-        with modeling.keep_padding():
+        # padding positions are computed as the original computes them (attention still stops
+        # at the longest window: the keys past it weigh exactly 0).
+        with modeling.keep_padding(static_shapes=False):
             sequence = self.encoder(features, training=training)["sequence_output"]
         start_logits, end_logits = self.span(sequence)
         return {"start_logits": start_logits, "end_logits": end_logits}

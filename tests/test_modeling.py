@@ -124,6 +124,66 @@ def test_forward_equals_numpy_reference_with_padding(tiny_config):
     np.testing.assert_allclose(kept["pooled_output"].numpy(), want_pooled, atol=2e-5)
 
 
+def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
+    """Every row ends by padding (longest 9 of 13): attention reads 9 keys, yet every position's
+    output and every gradient is that of all 13 keys (the numpy reference, the static layout)."""
+    encoder = BertEncoder(tiny_config)
+    _randomise(encoder)
+    features = _features(tiny_config, lengths=[9, 1, 5, 8, 2, 9, 7])
+    assert modeling.TokenLayout(features["input_mask"], False).key_length == 9
+    mask = features["input_mask"]
+    assert modeling.TokenLayout(mask, False, static_shapes=True).key_length is None
+    with_empty_row = tf.concat([features["input_mask"][:6], tf.zeros([1, S], tf.int32)], 0)
+    assert modeling.TokenLayout(with_empty_row, False).key_length == S  # it attends all S evenly
+    weights = tf.constant(np.random.default_rng(3).normal(size=[tiny_config.hidden_size]),
+                          tf.float32)
+
+    def outputs_and_gradients(static_shapes):
+        with tf.GradientTape() as tape, modeling.keep_padding(static_shapes):
+            sequence = encoder(features)["sequence_output"]  # [B,S,H]
+            # A span-like loss: a softmax over every position, padding included.
+            logits = tf.einsum("bsh,h->bs", sequence, weights)
+            loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                tf.range(B) % 3, logits))
+        return sequence.numpy(), tape.gradient(loss, encoder.trainable_variables)
+
+    trimmed, trimmed_grads = outputs_and_gradients(static_shapes=False)
+    full, full_grads = outputs_and_gradients(static_shapes=True)
+    np.testing.assert_allclose(trimmed, _np_encoder(encoder, features)[0], atol=2e-5)
+    np.testing.assert_allclose(trimmed, full, atol=1e-5)  # float32 rounding of other matmul shapes
+    assert [g is None for g in trimmed_grads] == [g is None for g in full_grads]  # the pooler
+    pairs = [(v.path, tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy())
+             for v, got, want in zip(encoder.trainable_variables, trimmed_grads, full_grads)
+             if want is not None]
+    # One scale for all: the key bias's gradient is 0 up to rounding (softmax ignores a shift).
+    scale = max(np.abs(want).max() for _, _, want in pairs)
+    for path, got, want in pairs:
+        np.testing.assert_allclose(got, want, atol=1e-5 * scale, err_msg=path)
+
+
+def test_static_shapes_win_over_a_nested_keep_padding(tiny_config, monkeypatch):
+    """XLA's step wraps the span model's own keep_padding(static_shapes=False): all S keys (as
+    with the padding removed, where batches are already cut to their longest row)."""
+    layouts = []
+
+    class RecordedLayout(modeling.TokenLayout):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            layouts.append(self)
+
+    monkeypatch.setattr(modeling, "TokenLayout", RecordedLayout)
+    encoder = BertEncoder(tiny_config)
+    features = _features(tiny_config, lengths=[9, 1, 5, 8, 2, 9, 7])
+    with modeling.keep_padding(static_shapes=False):
+        encoder(features)
+    with modeling.keep_padding(), modeling.keep_padding(static_shapes=False):
+        encoder(features)
+    encoder(features)
+    assert [layout.key_length is None for layout in layouts] == [False, True, True]
+    assert int(layouts[0].key_length) == 9
+    assert [layout.token_index is None for layout in layouts] == [True, True, False]
+
+
 def test_fully_padded_row_attends_like_the_original(tiny_config):
     """-10000 (not -inf) on every key of a row cancels out in the softmax: the row's outputs are
     those of the same row unmasked."""
