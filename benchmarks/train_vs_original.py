@@ -14,6 +14,9 @@ Modes:
            runs `bert_tf.training.train` (the loop `run_pretraining.py` uses) on the batches
   script   the same step through `run_pretraining.py`'s library path on the record files
            (tf.data from files, logging, the final checkpoint); compare with `train`
+
+bert_tf runs 2 x --steps steps and reports the second log window (--steps steps; the first holds
+tracing and warm-up); the original runs --warmup untimed steps, then --steps timed ones.
   infer    encoder forward, `BertModel(is_training=False)` vs `BertEncoder` in a tf.function,
            batch --infer_batch_size
 
@@ -102,7 +105,7 @@ def _bert_tf_train(args, name: str) -> float:
     try:
         run_config = training.RunConfig(
             output_dir=output_dir, train_batch_size=batch, num_warmup_steps=10,
-            num_train_steps=args.warmup + args.steps, log_every_n_steps=args.warmup,
+            num_train_steps=2 * args.steps, log_every_n_steps=args.steps,
             save_checkpoints_steps=10 ** 9, iterations_per_loop=args.steps)
         figures = training.train(pretraining_task.PretrainingTask(_config(name)), run_config,
                                  input_fn)
@@ -124,8 +127,7 @@ def _bert_tf_script(args, name: str) -> float:
         # As run_pretraining.py: checkpoint at the end, a log line per window.
         run_config = training.RunConfig(
             output_dir=os.path.join(output_dir, "run"), train_batch_size=CONFIGS[name][1],
-            num_train_steps=args.warmup + args.steps, num_warmup_steps=10,
-            log_every_n_steps=args.warmup)
+            num_train_steps=2 * args.steps, num_warmup_steps=10, log_every_n_steps=args.steps)
         import tensorflow as tf  # noqa: PLC0415
         figures = pretraining_task.run_pretraining(options, run_config, tf.distribute.get_strategy())
     finally:
