@@ -359,11 +359,13 @@ class FullTokenizer(_VocabConversions):
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
         # Basic token -> its pieces, starting with the vocabulary's whole-word tokens (a token's
-        # longest match is itself), so a first pass works out fewer tokens.
+        # longest match is itself), so a first pass works out fewer tokens; and a word of a
+        # non-ASCII line -> its pieces, so the line-level Unicode steps run once per word.
         matcher = ForwardWordpiece(self.vocab, UNK_TOKEN, MAX_CHARS_PER_WORD)
         self._memo = WordMemo(matcher.tokenize_word, cache_size)
         self._memo.update((token, (token,)) for token in itertools.islice(self.vocab, cache_size // 2)
                           if not token.startswith("##") and len(token) <= MAX_CHARS_PER_WORD)
+        self._word_memo = WordMemo(self._word_pieces, cache_size)
 
     def tokenize(self, text: str | bytes) -> list[str]:
         """WordPiece tokens of `text` (str, or bytes decoded as UTF-8 ignoring errors)."""
@@ -372,14 +374,18 @@ class FullTokenizer(_VocabConversions):
                     for piece in self.wordpiece_tokenizer.tokenize(token)]
         if text.__class__ is not str:
             text = convert_to_unicode(text)
+        # map + chain flatten in C: no Python step per token or word once its pieces are memoised.
         if text.isascii():  # most lines of English: `ascii_basic_tokens`, inlined
             if not text.isprintable():
                 text = text.translate(_ASCII_DROPPED)
             tokens = _ASCII_BASIC_TOKEN_RE.findall(text.lower() if self.do_lower_case else text)
-        else:
-            tokens = basic_tokens(text, self.do_lower_case)
-        # map + chain flatten in C: no Python step per token once its pieces are memoised.
-        return list(itertools.chain.from_iterable(map(self._memo.__getitem__, tokens)))
+            return list(itertools.chain.from_iterable(map(self._memo.__getitem__, tokens)))
+        return list(itertools.chain.from_iterable(map(self._word_memo.__getitem__, split_words(text))))
+
+    def _word_pieces(self, word: str) -> tuple[str, ...]:
+        """The pieces of one `split_words` word: its `basic_tokens`' memoised pieces."""
+        return tuple(itertools.chain.from_iterable(map(self._memo.__getitem__,
+                                                       basic_tokens(word, self.do_lower_case))))
 
     def split_units(self, text: str | bytes) -> list[str]:
         """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the

@@ -120,7 +120,7 @@ def test_memo_that_fills_up_gives_the_same_tokens(vocab_file):
     small = FullTokenizer(vocab_file, cache_size=3)
     reference = FullTokenizer(vocab_file, fast=False)
     assert [small.tokenize(x) for x in lines] == [reference.tokenize(x) for x in lines]
-    assert len(small._memo) <= 3
+    assert len(small._memo) <= 3 and len(small._word_memo) <= 3
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
