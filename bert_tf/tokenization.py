@@ -363,9 +363,14 @@ class FullTokenizer(_VocabConversions):
         # non-ASCII line -> its pieces, so the line-level Unicode steps run once per word.
         matcher = ForwardWordpiece(self.vocab, UNK_TOKEN, MAX_CHARS_PER_WORD)
         self._memo = WordMemo(matcher.tokenize_word, cache_size)
-        self._memo.update((token, (token,)) for token in itertools.islice(self.vocab, cache_size // 2)
-                          if not token.startswith("##") and len(token) <= MAX_CHARS_PER_WORD)
+        whole_words = [token for token in itertools.islice(self.vocab, cache_size // 2)
+                       if not token.startswith("##") and len(token) <= MAX_CHARS_PER_WORD]
+        self._memo.update((token, (token,)) for token in whole_words)
         self._word_memo = WordMemo(self._word_pieces, cache_size)
+        # ... and with the whole-word tokens that are their own only basic token (ASCII letters
+        # and digits, lower-case when uncased): a plain English word on a non-ASCII line.
+        self._word_memo.update((token, (token,)) for token in whole_words if token.isascii() and token.isalnum()
+                               and not (do_lower_case and token != token.lower()))
 
     def tokenize(self, text: str | bytes) -> list[str]:
         """WordPiece tokens of `text` (str, or bytes decoded as UTF-8 ignoring errors)."""
