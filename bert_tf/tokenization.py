@@ -57,16 +57,41 @@ def convert_to_unicode(text: str | bytes) -> str:
 
 def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, int]":
     """Reads `vocab.txt`: one token per line, id = line number (surrounding whitespace stripped)."""
-    vocab: collections.OrderedDict[str, int] = collections.OrderedDict()
+    path = os.fspath(vocab_file)
     try:
-        with filesystem.open_read(os.fspath(vocab_file)) as f:  # local, gs://, s3://, ...
-            for index, raw in enumerate(f):
-                vocab[convert_to_unicode(raw).strip()] = index
+        if filesystem.scheme(path):  # gs://, s3://, ...
+            with filesystem.open_read(path) as f:
+                entries = _vocab_entries(f.read())
+        else:
+            stat = os.stat(path)
+            entries = _local_vocab_entries(path, stat.st_size, stat.st_mtime_ns)
     except FileNotFoundError:
         raise MissingFileError(f"{vocab_file}: vocabulary file not found (check --vocab_file)") from None
-    if not vocab:
+    if not entries:
         raise UserError(f"{vocab_file}: vocabulary file is empty")
-    return vocab
+    return collections.OrderedDict(entries)
+
+
+@functools.lru_cache(maxsize=4)
+def _local_vocab_entries(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, int], ...]:
+    # Keyed by size and modification time, so an edited file is read again. A data-conversion run
+    # reads the vocabulary to check it, then in every worker: forked workers inherit this cache.
+    del size, mtime_ns
+    with open(path, "rb") as f:
+        return _vocab_entries(f.read())
+
+
+def _vocab_entries(data: bytes) -> tuple[tuple[str, int], ...]:
+    """(token, id) of each line of the raw file, as reading it line by line gives them.
+
+    Decoding the whole file at once drops the same invalid bytes as decoding each line: a newline
+    byte is never part of a multi-byte UTF-8 sequence. A repeated token keeps its last id.
+    """
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:  # a final newline ends the last line, it does not start one
+        lines.pop()
+    tokens = convert_to_unicode(b"\n".join(lines)).split("\n") if lines else []
+    return tuple(dict(zip(map(str.strip, tokens), itertools.count())).items())
 
 
 def whitespace_tokenize(text: str) -> list[str]:

@@ -223,6 +223,24 @@ def test_testing_text_is_deterministic():
     assert testing_text.varied_lines(50, seed=3) != testing_text.varied_lines(50, seed=4)
 
 
+@pytest.mark.parametrize("raw", [
+    b"[PAD]\n[UNK]\r\n  padded  \nrepeat\n\xff\xfeinvalid\nsplit\xe4\nrepeat\n\n\xe4\xb8\xad\nlast",
+    b"a\nb\n", b"\n", b"one"])
+def test_load_vocab_reads_the_file_as_line_by_line_decoding_does(tmp_path, raw):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(raw)
+    expected = {}
+    with open(path, "rb") as f:
+        for index, line in enumerate(f):
+            expected[line.decode("utf-8", "ignore").strip()] = index
+    loaded = tokenization.load_vocab(path)
+    assert list(loaded.items()) == list(expected.items())
+    loaded["added"] = 99  # callers own their copy: the cached entries stay as read
+    assert list(tokenization.load_vocab(path).items()) == list(expected.items())
+    path.write_bytes(raw + b"\nmore")  # an edited file is read again
+    assert "more" in tokenization.load_vocab(path)
+
+
 def test_load_vocab_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="--vocab_file"):
         tokenization.load_vocab(tmp_path / "missing.txt")
