@@ -14,11 +14,17 @@ Modes:
            runs `bert_tf.training.train` (the loop `run_pretraining.py` uses) on the batches
   script   the same step through `run_pretraining.py`'s library path on the record files
            (tf.data from files, logging, the final checkpoint); compare with `train`
+  infer    encoder forward, `BertModel(is_training=False)` vs `BertEncoder` in a tf.function,
+           batch --infer_batch_size
+
+`--script_vs_loop` runs only bert_tf: the loop and the script's path alternated, twice each
+(the "within 5%" check of run_pretraining.py against the loop):
+
+    python benchmarks/train_vs_original.py --input_file='/tmp/real/pretrain-*.tfrecord' \\
+      --configs=small,base --script_vs_loop --steps=12
 
 bert_tf runs 2 x --steps steps and reports the second log window (--steps steps; the first holds
 tracing and warm-up); the original runs --warmup untimed steps, then --steps timed ones.
-  infer    encoder forward, `BertModel(is_training=False)` vs `BertEncoder` in a tf.function,
-           batch --infer_batch_size
 
 The records must come from text this project did not write (real text has padding: ~83-88% of
 positions are tokens at seq 128). One way, from Debian's Python documentation:
@@ -198,6 +204,18 @@ def _in_child(args, key, name) -> tuple[float, float]:
     return result
 
 
+def script_vs_loop(args, name: str) -> dict:
+    """bert_tf's loop on batches in memory and run_pretraining.py's path on the record files,
+    alternated twice (the machine's speed drifts); ratio of the sums, script over loop."""
+    figures: dict[str, list[float]] = {"train": [], "script": []}
+    for _ in range(2):
+        for mode in figures:
+            figures[mode].append(round(_in_child(args, ("bert_tf", mode), name)[0], 3))
+    return {"config": name, "loop_sequences_per_second": figures["train"],
+            "script_sequences_per_second": figures["script"],
+            "script_over_loop": round(sum(figures["script"]) / sum(figures["train"]), 3)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--input_file", required=True, help="pretraining records (a glob)")
@@ -208,10 +226,15 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=16, help="distinct batches cycled")
     parser.add_argument("--infer_batch_size", type=int, default=32)
     parser.add_argument("--min_seconds", type=float, default=20.0, help="per inference run")
+    parser.add_argument("--script_vs_loop", action="store_true", help="instead: bert_tf's loop and "
+                        "run_pretraining.py's path alternated, twice each, and their ratio")
     args = parser.parse_args()
     if not glob.glob(args.input_file):
         parser.error(f"--input_file: nothing matches {args.input_file!r} (see the docstring)")
     for name in args.configs.split(","):
+        if args.script_vs_loop:
+            print(json.dumps(script_vs_loop(args, name)), flush=True)
+            continue
         peak, _ = _in_child(args, ("peak", "peak"), name)
         for mode in args.modes.split(","):
             first, first_mb = _in_child(args, ("original", mode), name)

@@ -131,7 +131,7 @@ def stat(path: str) -> tuple[int, int]:
 
 
 def size(path: str) -> int:
-    return stat(path)[0] if scheme(path) else os.path.getsize(path)
+    return stat(path)[0]
 
 
 # --------------------------------------------------------------------------- reading and writing
@@ -168,8 +168,9 @@ def makedirs(directory: str) -> None:
 def delete(path: str) -> None:
     """Deletes a file; no error if it is already gone."""
     if scheme(path):
-        if _backend(path).exists(path):
-            _backend(path).delete_files([path])
+        backend = _backend(path)
+        if backend.exists(path):
+            backend.delete_files([path])
     elif os.path.exists(path):
         os.remove(path)
 

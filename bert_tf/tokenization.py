@@ -405,10 +405,8 @@ class FullTokenizer(_VocabConversions):
         if text.__class__ is not str:
             text = convert_to_unicode(text)
         # map + chain flatten in C: no Python step per token or word once its pieces are memoised.
-        if text.isascii():  # most lines of English: `ascii_basic_tokens`, inlined
-            if not text.isprintable():
-                text = text.translate(_ASCII_DROPPED)
-            tokens = _ASCII_BASIC_TOKEN_RE.findall(text.lower() if self.do_lower_case else text)
+        if text.isascii():  # most lines of English
+            tokens = ascii_basic_tokens(text, self.do_lower_case)
             return list(itertools.chain.from_iterable(map(self._memo.__getitem__, tokens)))
         return list(itertools.chain.from_iterable(map(self._word_memo.__getitem__, split_words(text))))
 

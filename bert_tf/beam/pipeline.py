@@ -146,8 +146,7 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
     beam_was_preferred = filesystem.prefer_beam(True)
     try:
         inputs, outputs, blocks = plan_run(config)
-        for path in outputs:
-            filesystem.makedirs(filesystem.dirname(filesystem.absolute(path)))
+        pretraining_output.make_output_directories(outputs)
         with beam.Pipeline(options=options) as pipeline:
             build_pipeline(pipeline, config, blocks, outputs)
         summary = _read_summary(summary_path(outputs)) if blocks else Summary()

@@ -69,6 +69,12 @@ class PartWriter:
         return self.pieces if self.pieces[-1] == self.bytes else self.pieces + [self.bytes]
 
 
+def make_output_directories(outputs: Sequence[str]) -> None:
+    """Creates the directories the output files go into (local or `scheme://`)."""
+    for path in outputs:
+        filesystem.makedirs(filesystem.dirname(filesystem.absolute(path)))
+
+
 def part_path(work_dir: str, block: int, output: int) -> str:
     return filesystem.join(work_dir, f"block-{block:06d}.output-{output:05d}.tfrecord")
 

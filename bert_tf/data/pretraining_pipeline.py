@@ -316,8 +316,7 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
     """
     started = time.time()
     inputs, outputs, blocks = plan_run(config)
-    for path in outputs:
-        filesystem.makedirs(filesystem.dirname(filesystem.absolute(path)))
+    pretraining_output.make_output_directories(outputs)
     work_dir = _work_dir(config, inputs, outputs)
     filesystem.makedirs(work_dir)
     summary = Summary(input_files=len(inputs), output_files=outputs, dynamic_masking=config.dynamic_masking)
