@@ -299,6 +299,29 @@ def ascii_basic_tokens(text: str, do_lower_case: bool) -> list[str]:
     return _ASCII_BASIC_TOKEN_RE.findall(text)
 
 
+# Punctuation that most often opens or ends a word of English text. Spacing it on the whole line
+# (str.replace, C, only when present) before splitting on whitespace keeps words like "end." or
+# "(see" out of the word memo; a word that still holds punctuation is split once, when memoised.
+_WORD_EDGE_PUNCTUATION = ",.;:()"
+
+
+def ascii_words(text: str, do_lower_case: bool) -> list[str]:
+    """Whitespace-free parts of a pure-ASCII `text` whose basic tokens, concatenated in order, are
+    `BasicTokenizer.tokenize(text)`: the line's words with common punctuation spaced off.
+
+    Dropped control characters join their neighbours, so they go first; lower-casing and spacing
+    punctuation work character by character on ASCII, so doing them on the line is exact.
+    """
+    if not text.isprintable():  # tab, newline or a control character
+        text = text.translate(_ASCII_DROPPED)
+    if do_lower_case:
+        text = text.lower()
+    for mark in _WORD_EDGE_PUNCTUATION:
+        if mark in text:
+            text = text.replace(mark, f" {mark} ")
+    return text.split()
+
+
 def basic_tokens(text: str, do_lower_case: bool) -> list[str]:
     """`BasicTokenizer.tokenize(text)` for any `text`, by C string operations on the whole line.
 
@@ -318,34 +341,36 @@ def basic_tokens(text: str, do_lower_case: bool) -> list[str]:
         text = unicodedata.normalize("NFD", text.lower())
         if not text.isascii():
             text = text.translate(_deleted_combining_marks())
-    text = text.translate(_spaced_punctuation())
-    if not text.isascii() and _CJK_RE.search(text):
-        text = _CJK_RE.sub(r" \g<0> ", text)
-    return text.split()
+    return _space_cjk(text.translate(_spaced_punctuation())).split()
 
 
-_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
-_CJK_RE = re.compile(f"[{_CJK_CLASS}]")
+# A capturing split keeps each ideograph as a part of its own; joining the parts with spaces
+# spaces them in C (a substitution template would be expanded once per call in Python).
+_CJK_SPLIT_RE = re.compile("([" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "])")
+
+
+def _space_cjk(text: str) -> str:
+    """`text` with a space on each side of every CJK ideograph."""
+    if text.isascii():
+        return text
+    parts = _CJK_SPLIT_RE.split(text)
+    return " ".join(parts) if len(parts) > 1 else text
 
 
 def split_words(text: str | bytes) -> list[str]:
     """Words of the reference's cleaned, CJK-spaced text, split on whitespace: the same list.
 
     Turning whitespace into spaces is skipped: every character the reference turns into a space
-    (`_is_whitespace`) is already a separator for `str.split` (`str.isspace`). Stripping the ends
-    first is safe: a character there joins no two words whether it is dropped or split on.
+    (`_is_whitespace`) is already a separator for `str.split` (`str.isspace`).
     """
     if text.__class__ is not str:
         text = convert_to_unicode(text)
     if text.isascii():  # no CJK; every ASCII character `str.split` splits on is whitespace or dropped
         return (text if text.isprintable() else text.translate(_ASCII_DROPPED)).split()
-    text = text.strip()
     # Control characters are never printable, so the cheap C checks skip most lines.
     if not text.isprintable() or "\ufffd" in text:
         text = _dropped_chars_re().sub("", text)
-    if not text.isascii() and _CJK_RE.search(text):
-        text = _CJK_RE.sub(r" \g<0> ", text)
-    return text.split()
+    return _space_cjk(text).split()
 
 
 class _VocabConversions:
@@ -384,8 +409,8 @@ class FullTokenizer(_VocabConversions):
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
         # Basic token -> its pieces, starting with the vocabulary's whole-word tokens (a token's
-        # longest match is itself), so a first pass works out fewer tokens; and a word of a
-        # non-ASCII line -> its pieces, so the line-level Unicode steps run once per word.
+        # longest match is itself), so a first pass works out fewer tokens; and word -> its
+        # pieces, so a line costs one lookup per word and the basic-token steps run once per word.
         matcher = ForwardWordpiece(self.vocab, UNK_TOKEN, MAX_CHARS_PER_WORD)
         self._memo = WordMemo(matcher.tokenize_word, cache_size)
         whole_words = [token for token in itertools.islice(self.vocab, cache_size // 2)
@@ -393,7 +418,7 @@ class FullTokenizer(_VocabConversions):
         self._memo.update((token, (token,)) for token in whole_words)
         self._word_memo = WordMemo(self._word_pieces, cache_size)
         # ... and with the whole-word tokens that are their own only basic token (ASCII letters
-        # and digits, lower-case when uncased): a plain English word on a non-ASCII line.
+        # and digits, lower-case when uncased): most words of English text.
         self._word_memo.update((token, (token,)) for token in whole_words if token.isascii() and token.isalnum()
                                and not (do_lower_case and token != token.lower()))
 
@@ -402,27 +427,25 @@ class FullTokenizer(_VocabConversions):
         if not self.fast:
             return [piece for token in self.basic_tokenizer.tokenize(text)
                     for piece in self.wordpiece_tokenizer.tokenize(token)]
-        if text.__class__ is not str:
-            text = convert_to_unicode(text)
-        # map + chain flatten in C: no Python step per token or word once its pieces are memoised.
-        if text.isascii():  # most lines of English
-            tokens = ascii_basic_tokens(text, self.do_lower_case)
-            return list(itertools.chain.from_iterable(map(self._memo.__getitem__, tokens)))
-        return list(itertools.chain.from_iterable(map(self._word_memo.__getitem__, split_words(text))))
+        # map + chain flatten in C: no Python step per word once its pieces are memoised.
+        return list(itertools.chain.from_iterable(map(self._word_memo.__getitem__, self.split_units(text))))
 
     def _word_pieces(self, word: str) -> tuple[str, ...]:
-        """The pieces of one `split_words` word: its `basic_tokens`' memoised pieces."""
+        """The pieces of one `split_units` part: its basic tokens' memoised pieces."""
+        if word.isascii() and word.isalnum():  # its own only basic token (lower-cased when uncased)
+            return self._memo[word.lower() if self.do_lower_case else word]
         return tuple(itertools.chain.from_iterable(map(self._memo.__getitem__,
                                                        basic_tokens(word, self.do_lower_case))))
 
     def split_units(self, text: str | bytes) -> list[str]:
         """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the
-        tokens of `text`: the basic tokens of a pure-ASCII line (`ascii_basic_tokens`), the
-        `split_words` words of any other. Callers may memoise `tokenize(unit)` per unit."""
+        tokens of `text`: the words of a pure-ASCII line with common punctuation spaced off
+        (`ascii_words`), the `split_words` words of any other. Callers may memoise
+        `tokenize(unit)` per unit."""
         if text.__class__ is not str:
             text = convert_to_unicode(text)
-        if text.isascii():
-            return ascii_basic_tokens(text, self.do_lower_case)
+        if text.isascii():  # most lines of English
+            return ascii_words(text, self.do_lower_case)
         return split_words(text)
 
 

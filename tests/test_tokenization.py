@@ -180,13 +180,27 @@ def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
     pairs = [f"{chr(a)}x{chr(b)}" for a in range(128) for b in range(128)]
     lines = _random_ascii_lines(1000, seed=11)
     basic = tokenization.BasicTokenizer(do_lower_case)
-    assert [tokenization.ascii_basic_tokens(x, do_lower_case) for x in pairs + lines] == [
-        basic.tokenize(x) for x in pairs + lines]
+    expected = [basic.tokenize(x) for x in pairs + lines]
+    assert [tokenization.ascii_basic_tokens(x, do_lower_case) for x in pairs + lines] == expected
+    # The words FullTokenizer memoises: their basic tokens, concatenated, are the line's.
+    assert [[t for word in tokenization.ascii_words(x, do_lower_case) for t in basic.tokenize(word)]
+            for x in pairs + lines] == expected
     for vocab in (vocab_file, _real_vocab()):
         fast = FullTokenizer(vocab, do_lower_case)
         reference = FullTokenizer(vocab, do_lower_case, fast=False)
         assert [fast.tokenize(x) for x in lines] == [reference.tokenize(x) for x in lines]
         assert [fast.tokenize(x.encode()) for x in lines[:200]] == [reference.tokenize(x) for x in lines[:200]]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_word_memo_is_shared_by_ascii_and_other_lines(do_lower_case):
+    """Words of pure-ASCII lines are lower-cased before the memo sees them (uncased), words of other
+    lines are not: one memo serves both, whichever kind of line meets a word first."""
+    lines = ["The end. The", "Thé end. The", "THE (end); the", "ΣΑΣ The, end:", "The"]
+    reference = FullTokenizer(_real_vocab(), do_lower_case, fast=False)
+    for order in (lines, lines[::-1]):
+        fast = FullTokenizer(_real_vocab(), do_lower_case)
+        assert [fast.tokenize(x) for x in order] == [reference.tokenize(x) for x in order]
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
@@ -210,7 +224,7 @@ def test_fast_path_character_tables_match_the_reference_predicates():
     punctuation = [c for c in everything if tokenization._is_punctuation(c)]
     assert "".join(punctuation).translate(tokenization._spaced_punctuation()).split() == punctuation
     assert len(tokenization._spaced_punctuation()) == len(punctuation)
-    assert tokenization._CJK_RE.findall(everything) == [
+    assert tokenization._CJK_SPLIT_RE.split(everything)[1::2] == [
         c for c in everything if tokenization._is_cjk_ideograph(ord(c))]
     for char in everything:
         # split_words skips turning whitespace into spaces and skips printable lines when dropping.
