@@ -299,27 +299,29 @@ def ascii_basic_tokens(text: str, do_lower_case: bool) -> list[str]:
     return _ASCII_BASIC_TOKEN_RE.findall(text)
 
 
-# Punctuation that most often opens or ends a word of English text. Spacing it on the whole line
-# (str.replace, C, only when present) before splitting on whitespace keeps words like "end." or
-# "(see" out of the word memo; a word that still holds punctuation is split once, when memoised.
-_WORD_EDGE_PUNCTUATION = ",.;:()"
+# Punctuation that most often opens or ends a word of English text, with spaces around it. Spacing
+# it on the whole line (str.replace, C, only when present) before splitting on whitespace keeps
+# words like "end." or "(see" out of the word memo; a word that still holds punctuation is split
+# once, when memoised.
+_WORD_EDGE_PUNCTUATION = tuple((mark, f" {mark} ") for mark in ",.;:()")
 
 
-def ascii_words(text: str, do_lower_case: bool) -> list[str]:
-    """Whitespace-free parts of a pure-ASCII `text` whose basic tokens, concatenated in order, are
-    `BasicTokenizer.tokenize(text)`: the line's words with common punctuation spaced off.
+def ascii_unit_text(text: str, do_lower_case: bool) -> str:
+    """A pure-ASCII `text` as whitespace-separated parts whose basic tokens, concatenated in order,
+    are `BasicTokenizer.tokenize(text)`: lower-cased (uncased), common punctuation spaced off.
 
     Dropped control characters join their neighbours, so they go first; lower-casing and spacing
-    punctuation work character by character on ASCII, so doing them on the line is exact.
+    punctuation work character by character on ASCII, so doing them on the line is exact (and on
+    many lines at once: line breaks are kept).
     """
     if not text.isprintable():  # tab, newline or a control character
         text = text.translate(_ASCII_DROPPED)
     if do_lower_case:
         text = text.lower()
-    for mark in _WORD_EDGE_PUNCTUATION:
+    for mark, spaced in _WORD_EDGE_PUNCTUATION:
         if mark in text:
-            text = text.replace(mark, f" {mark} ")
-    return text.split()
+            text = text.replace(mark, spaced)
+    return text
 
 
 def basic_tokens(text: str, do_lower_case: bool) -> list[str]:
@@ -367,10 +369,16 @@ def split_words(text: str | bytes) -> list[str]:
         text = convert_to_unicode(text)
     if text.isascii():  # no CJK; every ASCII character `str.split` splits on is whitespace or dropped
         return (text if text.isprintable() else text.translate(_ASCII_DROPPED)).split()
+    return word_text(text).split()
+
+
+def word_text(text: str) -> str:
+    """`text` cleaned (dropped characters deleted) and CJK-spaced: `split_words(text)` is its
+    `str.split()`. Every step works character by character and keeps line breaks."""
     # Control characters are never printable, so the cheap C checks skip most lines.
     if not text.isprintable() or "\ufffd" in text:
         text = _dropped_chars_re().sub("", text)
-    return _space_cjk(text).split()
+    return _space_cjk(text)
 
 
 class _VocabConversions:
@@ -439,14 +447,22 @@ class FullTokenizer(_VocabConversions):
 
     def split_units(self, text: str | bytes) -> list[str]:
         """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the
-        tokens of `text`: the words of a pure-ASCII line with common punctuation spaced off
-        (`ascii_words`), the `split_words` words of any other. Callers may memoise
-        `tokenize(unit)` per unit."""
+        tokens of `text`: the words of a pure-ASCII line, lower-cased (uncased) with common
+        punctuation spaced off (`ascii_unit_text`), the `split_words` words of any other. Callers
+        may memoise `tokenize(unit)` per unit."""
         if text.__class__ is not str:
             text = convert_to_unicode(text)
         if text.isascii():  # most lines of English
-            return ascii_words(text, self.do_lower_case)
-        return split_words(text)
+            return ascii_unit_text(text, self.do_lower_case).split()
+        return word_text(text).split()
+
+    def unit_text(self, text: str) -> str:
+        """`text` with valid units (see `split_units`) separated by whitespace and its line breaks
+        kept, so that one call serves many lines: `unit_text(t).split("\n")[i].split()` are units
+        of line i of `t` (those of `split_units` when `t` is one line)."""
+        if text.isascii():
+            return ascii_unit_text(text, self.do_lower_case)
+        return word_text(text)
 
 
 class SentencePieceTokenizer(_VocabConversions):

@@ -196,4 +196,59 @@ def test_line_ids_equal_the_tokenizer_on_varied_text():
             "emoji 🙂 and ％ full-width ﹏ marks…", "x" * 250 + " short", "[CLS] literal [MASK]",
             "Ελληνικά ΣΊΣΥΦΟΣ", "don't stop-me now 3.14", "Héllo, Wörld! naïve café"]
     for line in text:
-        assert lines._line_ids(line) == tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)), line
+        assert lines._line_ids(line).tolist() == tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)), line
+
+
+def _documents_by_the_original_rules(data: bytes, tokenizer) -> list[list[list[int]]]:
+    """Documents -> sentences -> ids, line by line as the original reads: decoded dropping invalid
+    bytes, stripped; a blank line ends a document, a line without tokens is skipped."""
+    documents, current = [], []
+    for raw in data.split(b"\n"):
+        line = raw.decode("utf-8", "ignore").strip()
+        if not line:
+            documents, current = documents + [current] if current else documents, []
+            continue
+        ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))
+        if ids:
+            current.append(ids)
+    return documents + [current] if current else documents
+
+
+def _documents_of(buffer) -> list[list[list[int]]]:
+    sentences = [buffer.tokens[a:b].tolist() for a, b in zip(buffer.sentence_offsets[:-1], buffer.sentence_offsets[1:])]
+    return [sentences[a:b] for a, b in zip(buffer.document_offsets[:-1], buffer.document_offsets[1:])]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_blocks_read_many_lines_at_once_as_line_by_line(tmp_path, monkeypatch, do_lower_case):
+    """WordPiece blocks are tokenized a whole read at a time; documents, sentences, ids and counts
+    are those of the original's line-by-line rules, with reads cut anywhere (tiny read size)."""
+    from bert_tf import testing_text, tokenization
+    from bert_tf.data import pretraining_input
+
+    rng = random.Random(7)
+    awkward = ["\x01\x02", "\x1c", " \u00a0 ", "\u2028", "\x00", "tab\there\r", "\u0301\u0301", "a" * 300,
+               "word " * 140, "Ünïcödé, 北京。ΣΑΣ", "[CLS] The end.", "(see: this; that)", "\ufffd"]
+    lines = testing_text.varied_lines(400, seed=3) + awkward * 3
+    rng.shuffle(lines)
+    for k in range(0, len(lines), 9):  # blank lines of several kinds end documents
+        lines.insert(k, rng.choice(["", "  ", "\t", "\r"]))
+    data = "\n".join(lines).encode("utf-8") + b"\xff\xfe broken \xc3\n\n\nlast line without break"
+    files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    files[0].write_bytes(data)
+    files[1].write_bytes(data[: len(data) // 3])
+    monkeypatch.setattr(pretraining_input, "_READ_BYTES", 97)
+
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=do_lower_case)
+    reader = pretraining_input.LineTokenizer(tokenizer)
+    expected = [doc for f in files for doc in _documents_by_the_original_rules(f.read_bytes(), tokenizer)]
+    blocks = pretraining_input.plan_blocks([str(f) for f in files], document_buffer_size=1_000_000)
+    buffer, counts = reader.read_block(blocks[0])
+    assert _documents_of(buffer) == expected
+    assert buffer.word_starts.tolist() == [not t.startswith("##") for t in
+                                           tokenizer.convert_ids_to_tokens(buffer.tokens.tolist())]
+    sentences = [s for doc in expected for s in doc]
+    assert counts.overlong_lines == sum(len(s) > reader.max_num_tokens for s in sentences) > 0
+    raw_lines = [raw for f in files for raw in f.read_bytes().split(b"\n")]
+    assert counts.lines == len(raw_lines) and counts.bytes == sum(f.stat().st_size for f in files)
+    assert counts.invalid_utf8_lines == sum(raw.decode("utf-8", "ignore").encode() != raw for raw in raw_lines) > 0

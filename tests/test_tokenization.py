@@ -183,7 +183,7 @@ def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
     expected = [basic.tokenize(x) for x in pairs + lines]
     assert [tokenization.ascii_basic_tokens(x, do_lower_case) for x in pairs + lines] == expected
     # The words FullTokenizer memoises: their basic tokens, concatenated, are the line's.
-    assert [[t for word in tokenization.ascii_words(x, do_lower_case) for t in basic.tokenize(word)]
+    assert [[t for word in tokenization.ascii_unit_text(x, do_lower_case).split() for t in basic.tokenize(word)]
             for x in pairs + lines] == expected
     for vocab in (vocab_file, _real_vocab()):
         fast = FullTokenizer(vocab, do_lower_case)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import itertools
 import re
 from typing import Callable, Iterator, Sequence
 
@@ -26,6 +25,9 @@ _BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
 _SCAN_BYTES = 1 << 20
 _READ_BYTES = 4 << 20
 _WORD_MEMO_SIZE = 200_000  # ~30 MB; memory stops growing once it is full
+# Marks each line's end among the units of many lines: no unit is NUL (tokenization deletes it).
+_LINE_BREAK = "\x00"
+_LINE_BREAK_ID = -1
 WORD_START_MARKER = "\u2581"  # SentencePiece's "▁"
 
 
@@ -159,72 +161,135 @@ class LineTokenizer:
                                             else not token.startswith("##"))
 
         self._split_words = _word_splitter(tokenizer)
-        self._word_ids = _WordIds(lambda word: tuple(self._ids(self.tokenizer.tokenize(word))))
+        self._unit_ids = _UnitIds(lambda word: _packed(self._ids(self.tokenizer.tokenize(word))))
+        # WordPiece lines that need no per-line step are tokenized a whole read at a time.
+        self._unit_text = (tokenizer.unit_text if self._split_words is not None and not pre_segmented
+                           and prepare_line is None else None)
 
     def _ids(self, tokens: list[str]) -> list[int]:
         vocab = self.vocab
         return [vocab[t] for t in tokens]
 
-    def _line_ids(self, line: str) -> list[int]:
-        """Token ids of a line; with WordPiece, words are looked up in a memo of their ids."""
+    def _line_ids(self, line: str) -> np.ndarray:
+        """Token ids of a line (int32); with WordPiece, words are looked up in a memo of their ids."""
         if self._split_words is None:
-            return self._ids(self.tokenizer.tokenize(line))
-        return list(itertools.chain.from_iterable(map(self._word_ids.__getitem__, self._split_words(line))))
+            return np.asarray(self._ids(self.tokenizer.tokenize(line)), np.int32)
+        return np.frombuffer(b"".join(map(self._unit_ids.__getitem__, self._split_words(line))), np.int32)
 
     def read_block(self, block: Block) -> tuple[DocumentBuffer, ReadCounts]:
         """Reads and tokenizes a block's documents (empty documents are dropped, as in the original)."""
         counts = ReadCounts()
-        ids: list[int] = []
-        starts: list[bool] = []
-        sentence_ends: list[int] = []
-        document_offsets = [0]
-
-        def end_document():  # empty documents are dropped
-            if len(sentence_ends) > document_offsets[-1]:
-                document_offsets.append(len(sentence_ends))
-
+        documents = _DocumentsBuilder()
         for path, start, end in block.ranges:
-            for line in _read_lines(path, start, end, counts):
-                if not line:
-                    end_document()
-                    continue
-                if self.prepare_line is not None:
-                    line = self.prepare_line(line)
-                line_ids, line_starts = self._tokenize(line)
-                if line_ids:
-                    ids.extend(line_ids)
-                    starts.extend(line_starts or ())
-                    sentence_ends.append(len(ids))
-                    counts.overlong_lines += len(line_ids) > self.max_num_tokens
-            end_document()  # a file's end ends its last document
-        tokens = np.asarray(ids, np.int32)
-        word_starts = np.asarray(starts, bool) if self.pre_segmented else self.word_start_by_id[tokens]
-        return DocumentBuffer(tokens, word_starts, np.asarray([0] + sentence_ends, np.int64),
-                              np.asarray(document_offsets, np.int64)), counts
+            for lines in _read_lines(path, start, end, counts):
+                if self._unit_text is not None:
+                    self._add_lines_at_once(lines, documents, counts)
+                else:
+                    self._add_lines_one_by_one(lines, documents, counts)
+            documents.end_document()  # a file's end ends its last document
+        return documents.build(None if self.pre_segmented else self.word_start_by_id), counts
 
-    def _tokenize(self, line: str) -> tuple[list[int], list[bool] | None]:
+    def _add_lines_at_once(self, lines: list[str], documents: "_DocumentsBuilder", counts: ReadCounts) -> None:
+        ids, line_tokens = self._lines_ids(lines)
+        # A line that strips to nothing ends a document; one with no tokens is skipped.
+        blank = np.fromiter(map(bool, map(str.strip, lines)), bool, len(lines)) == 0
+        documents.add_lines(ids, line_tokens, blank)
+        counts.overlong_lines += int((line_tokens > self.max_num_tokens).sum())
+
+    def _add_lines_one_by_one(self, lines: list[str], documents: "_DocumentsBuilder", counts: ReadCounts) -> None:
+        for line in map(str.strip, lines):
+            if not line:
+                documents.end_document()
+                continue
+            if self.prepare_line is not None:
+                line = self.prepare_line(line)
+            line_ids, line_starts = self._tokenize(line)
+            if len(line_ids):
+                documents.add_sentence(line_ids, line_starts)
+                counts.overlong_lines += len(line_ids) > self.max_num_tokens
+
+    def _lines_ids(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of many lines at once, with C-level steps only: (ids int32 [T], tokens per
+        line int64 [L]). The units of all lines come from one `unit_text` call (line breaks kept),
+        each line's end marked by `_LINE_BREAK`; their packed ids are joined in one call."""
+        units = self._unit_text("\n".join(lines) + "\n").replace("\n", f" {_LINE_BREAK} ").split()
+        ids = np.frombuffer(b"".join(map(self._unit_ids.__getitem__, units)), np.int32)
+        is_break = ids == _LINE_BREAK_ID
+        return ids[~is_break], np.diff(np.flatnonzero(is_break), prepend=-1) - 1
+
+    def _tokenize(self, line: str) -> tuple[np.ndarray, list[bool] | None]:
         if not self.pre_segmented:
             return self._line_ids(line), None
         ids: list[int] = []
         starts: list[bool] = []
         for word in line.split():
-            pieces = self._line_ids(word)
+            pieces = self._line_ids(word).tolist()
             ids.extend(pieces)
             starts.extend([True] + [False] * (len(pieces) - 1) if pieces else [])
-        return ids, starts
+        return np.asarray(ids, np.int32), starts
 
 
-class _WordIds(dict):
-    """word -> tuple of token ids, computed on first use; starts over when it gets too big."""
+class _DocumentsBuilder:
+    """Sentences and document ends as a block is read, then its `DocumentBuffer`."""
 
-    def __init__(self, compute):
+    def __init__(self):
+        self.ids: list[np.ndarray] = []
+        self.starts: list[bool] = []
+        self.num_tokens = 0
+        self.sentence_ends: list[int] = []
+        self.document_offsets = [0]
+
+    def add_sentence(self, ids: np.ndarray, starts: list[bool] | None) -> None:
+        self.ids.append(ids)
+        self.starts.extend(starts or ())
+        self.num_tokens += len(ids)
+        self.sentence_ends.append(self.num_tokens)
+
+    def add_lines(self, ids: np.ndarray, line_tokens: np.ndarray, blank: np.ndarray) -> None:
+        """Lines in order: `line_tokens` [L] of `ids` each; a line with tokens is a sentence, a
+        blank one ends the document (if it has a sentence yet)."""
+        is_sentence = line_tokens > 0
+        self.ids.append(ids)
+        self.sentence_ends.extend((self.num_tokens + np.cumsum(line_tokens)[is_sentence]).tolist())
+        self.num_tokens += len(ids)
+        # sentences read before each blank line: non-decreasing, so each new value ends a document
+        sentences_before = len(self.sentence_ends) - int(is_sentence.sum()) + np.cumsum(is_sentence)[blank]
+        self.document_offsets.extend(np.unique(sentences_before[sentences_before > self.document_offsets[-1]]).tolist())
+
+    def end_document(self) -> None:  # empty documents are dropped
+        if len(self.sentence_ends) > self.document_offsets[-1]:
+            self.document_offsets.append(len(self.sentence_ends))
+
+    def build(self, word_start_by_id: np.ndarray | None) -> DocumentBuffer:
+        """The buffer; word starts from each token's id (`word_start_by_id`), or as added (None)."""
+        tokens = np.concatenate(self.ids) if self.ids else np.zeros(0, np.int32)
+        word_starts = np.asarray(self.starts, bool) if word_start_by_id is None else word_start_by_id[tokens]
+        return DocumentBuffer(tokens, word_starts, np.asarray([0] + self.sentence_ends, np.int64),
+                              np.asarray(self.document_offsets, np.int64))
+
+
+def _packed(ids: list[int]) -> bytes:
+    """Token ids as int32 bytes: a line's are its units' joined by `b"".join` (C) and read back
+    with one `np.frombuffer`."""
+    return np.asarray(ids, np.int32).tobytes()
+
+
+class _UnitIds(dict):
+    """unit -> its packed token ids, computed on first use; starts over when it gets too big."""
+
+    def __init__(self, compute: Callable[[str], bytes]):
         super().__init__()
         self._compute = compute
+        self._start_over()
 
-    def __missing__(self, word: str) -> tuple[int, ...]:
+    def _start_over(self) -> None:
+        self.clear()
+        self[_LINE_BREAK] = _packed([_LINE_BREAK_ID])
+
+    def __missing__(self, unit: str) -> bytes:
         if len(self) >= _WORD_MEMO_SIZE:
-            self.clear()
-        value = self[word] = self._compute(word)
+            self._start_over()
+        value = self[unit] = self._compute(unit)
         return value
 
 
@@ -238,9 +303,10 @@ def _word_splitter(tokenizer):
     return None
 
 
-def _read_lines(path: str, start: int, end: int, counts: ReadCounts) -> Iterator[str]:
-    """Stripped lines of bytes [start, end) of a file, decoded as UTF-8 dropping invalid bytes
-    (the original's rule); lines with invalid bytes are counted."""
+def _read_lines(path: str, start: int, end: int, counts: ReadCounts) -> Iterator[list[str]]:
+    """Lines (without their line break, not stripped) of bytes [start, end) of a file, a read's
+    worth at a time, decoded as UTF-8 dropping invalid bytes (the original's rule); lines with
+    invalid bytes are counted."""
     try:
         f = filesystem.open_read(path)
     except OSError as e:
@@ -256,11 +322,12 @@ def _read_lines(path: str, start: int, end: int, counts: ReadCounts) -> Iterator
             data = tail + chunk
             cut = data.rfind(b"\n") + 1 if remaining > 0 else len(data)
             data, tail = data[:cut], data[cut:]
-            counts.bytes += len(data)
-            yield from _decode_lines(data, counts)
+            if data:  # a read inside one long line holds no whole line yet
+                counts.bytes += len(data)
+                yield _decode_lines(data, counts)
 
 
-def _decode_lines(data: bytes, counts: ReadCounts) -> Iterator[str]:
+def _decode_lines(data: bytes, counts: ReadCounts) -> list[str]:
     try:
         lines = data.decode("utf-8").split("\n")
     except UnicodeDecodeError:
@@ -274,5 +341,4 @@ def _decode_lines(data: bytes, counts: ReadCounts) -> Iterator[str]:
     if data.endswith(b"\n"):
         lines.pop()
     counts.lines += len(lines)
-    for line in lines:
-        yield line.strip()
+    return lines
