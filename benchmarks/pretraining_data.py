@@ -17,6 +17,11 @@ bert_tf's median). Without it, `ratio_vs_quoted_original` compares with REFERENC
     python benchmarks/pretraining_data.py                 # 5 MB and 50 MB, 2 workers
     python benchmarks/pretraining_data.py --sizes_mb 5 --chinese_mb 0 --skip_dynamic_disk
 
+`--text_file` converts a text file of your own instead of the generated sizes, e.g. real text
+this project did not write (`benchmarks/real_text.py` writes Debian's Python documentation):
+
+    python benchmarks/pretraining_data.py --text_file /tmp/real/pydocs.txt --chinese_mb 0 --skip_dynamic_disk
+
 Then, with the `chinese` extra installed, Chinese throughput with `--chinese_segmenter=jieba`
 against per-character whole-word masking on the same text (generated from jieba's dictionary,
 `--chinese_mb`), and the disk size of `--dynamic_masking` records (`--dupe_factor=1`) against
@@ -193,6 +198,7 @@ def runner_flags(runner: str, num_workers: int) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes_mb", default="5,50", help="comma-separated input sizes (e.g. 5,50,200)")
+    parser.add_argument("--text_file", help="convert this text file instead of generated text of --sizes_mb")
     parser.add_argument("--num_workers", type=int, default=2)
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "bert_tf_bench_pretraining"),
                         help="where generated corpora are cached between runs")
@@ -209,10 +215,12 @@ def main() -> None:
     have_original = original_installed()
     if not have_original:
         print("note: bert-tensorflow is not installed; ratios are against the quoted 0.17 MB/s only", file=sys.stderr)
-    for size in (int(s) for s in args.sizes_mb.split(",") if s):
-        corpus = make_corpus(args.work_dir, size)
+    corpora = [args.text_file] if args.text_file else [
+        make_corpus(args.work_dir, size) for size in (int(s) for s in args.sizes_mb.split(",") if s)]
+    for corpus in corpora:
+        with_original = have_original and round(os.path.getsize(corpus) / 1e6) <= args.original_max_mb
         for runner in args.runners.split(","):
-            measure_size(corpus, vocab, runner, args, have_original and size <= args.original_max_mb)
+            measure_size(corpus, vocab, runner, args, with_original)
     if args.chinese_mb > 0:
         print(json.dumps(chinese_throughput(args.work_dir, args.chinese_mb, vocab, args.num_workers)), flush=True)
     if not args.skip_dynamic_disk:
