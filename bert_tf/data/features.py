@@ -72,14 +72,14 @@ class Schema:
           (data uint8 [N], offsets int64 [R + 1]): record r is data[offsets[r]:offsets[r + 1]], the
           bytes of a `tf.train.Example`.
         """
-        matrix, valid = self.encode_dense(values)
+        matrix, valid, lengths = self.encode_dense(values)
         offsets = np.zeros(len(matrix) + 1, np.int64)
-        np.cumsum(valid.sum(axis=1), out=offsets[1:])
+        np.cumsum(lengths, out=offsets[1:])
         return matrix[valid], offsets
 
-    def encode_dense(self, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Like `encode_batch`, as (matrix uint8 [R, W], valid bool [R, W]): record r is
-        matrix[r][valid[r]]. `tfrecord.frame_dense` frames this form without another copy."""
+    def encode_dense(self, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Like `encode_batch`, as (matrix uint8 [R, W], valid bool [R, W], lengths int64 [R]):
+        record r is matrix[r][valid[r]], lengths[r] bytes. `tfrecord.frame_dense` frames this form."""
         return _encode_rows(self._sorted, values, self._checked_rows(values))
 
     def encode(self, values: Mapping[str, Sequence[float] | np.ndarray]) -> bytes:
@@ -247,17 +247,19 @@ def _feature_blocks(f: Feature, values: np.ndarray, rows: int) -> tuple[list[_Bl
 
 
 def _encode_rows(features: Sequence[Feature], values: Mapping[str, np.ndarray],
-                 rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Serializes `rows` Examples (`Example{features: Features{feature: entries}}`) as dense rows."""
+                 rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Serializes `rows` Examples (`Example{features: Features{feature: entries}}`) as dense rows,
+    with each row's record length."""
     blocks: list[_Block] = []
     features_size = np.zeros(rows, np.int64)
     for f in features:
         entry_blocks, entry_size = _feature_blocks(f, values[f.name], rows)
         blocks += entry_blocks
         features_size += entry_size
-    head, _ = _length_field(b"\x0a", features_size, rows)
+    head, lengths = _length_field(b"\x0a", features_size, rows)
     blocks = head + blocks
-    return np.concatenate([b for b, _ in blocks], axis=1), np.concatenate([v for _, v in blocks], axis=1)
+    return (np.concatenate([b for b, _ in blocks], axis=1), np.concatenate([v for _, v in blocks], axis=1),
+            lengths)
 
 
 # ------------------------------------------------------------------ schemas
