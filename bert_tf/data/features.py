@@ -167,10 +167,10 @@ class Schema:
 
 # ------------------------------------------------------------------ protobuf wire format
 # Every part of a record is built for all R rows at once as a dense block `bytes [R, w]` with a
-# `valid [R, w]` mask (a varint gets its widest width, its unused bytes are masked out). Joining
-# the blocks side by side and reading the valid bytes in row-major order gives the records back
-# to back: one boolean selection instead of a scatter per part.
-_Block = tuple  # (bytes uint8 [R, w], valid bool [R, w])
+# `valid [R, w]` mask (a varint gets its widest width, its unused bytes are masked out; None when
+# every byte is used). Joining the blocks side by side and reading the valid bytes in row-major
+# order gives the records back to back: one boolean selection instead of a scatter per part.
+_Block = tuple  # (bytes uint8 [R, w], valid bool [R, w] or None)
 
 
 def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:
@@ -182,9 +182,12 @@ def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:
     values = np.asarray(values)
     rows = values.shape[0]
     low, top = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    if low == top >= 0:  # one value throughout, as in most length fields: no per-row work
+        content = _varint_bytes(low) * values.shape[1]
+        return _constant_block(content, rows), np.full(rows, len(content), np.int64)
     if low >= 0 and top < 128:  # one byte each (masks, segment ids, labels, short positions)
         data = values.astype(np.uint8)
-        return (data, np.ones(data.shape, bool)), np.full(rows, values.shape[1], np.int64)
+        return (data, None), np.full(rows, values.shape[1], np.int64)
     unsigned = values.astype(np.uint32) if low >= 0 and top < 2 ** 32 else values.astype(np.int64).view(np.uint64)
     width = -(-int(unsigned.max()).bit_length() // 7)
     dtype = unsigned.dtype.type
@@ -202,7 +205,7 @@ def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:
 
 def _constant_block(content: bytes, rows: int) -> _Block:
     data = np.broadcast_to(np.frombuffer(content, np.uint8), (rows, len(content)))
-    return data, np.ones(data.shape, bool)
+    return data, None
 
 
 def _length_field(tag: bytes, body_sizes: np.ndarray, rows: int) -> tuple[list[_Block], np.ndarray]:
@@ -231,7 +234,7 @@ def _feature_blocks(f: Feature, values: np.ndarray, rows: int) -> tuple[list[_Bl
         list_tag = b"\x1a"
     else:
         data = np.ascontiguousarray(np.asarray(values, dtype="<f4").reshape(rows, f.length)).view(np.uint8)
-        payload, payload_sizes = (data, np.ones(data.shape, bool)), np.full(rows, 4 * f.length, np.int64)
+        payload, payload_sizes = (data, None), np.full(rows, 4 * f.length, np.int64)
         list_tag = b"\x12"
     blocks, list_sizes = [payload], payload_sizes
     if f.length:
@@ -258,8 +261,14 @@ def _encode_rows(features: Sequence[Feature], values: Mapping[str, np.ndarray],
         features_size += entry_size
     head, lengths = _length_field(b"\x0a", features_size, rows)
     blocks = head + blocks
-    return (np.concatenate([b for b, _ in blocks], axis=1), np.concatenate([v for _, v in blocks], axis=1),
-            lengths)
+    matrix = np.concatenate([data for data, _ in blocks], axis=1)
+    valid = np.ones(matrix.shape, bool)  # most blocks have no unused bytes: only the others are copied
+    column = 0
+    for data, block_valid in blocks:
+        if block_valid is not None:
+            valid[:, column:column + data.shape[1]] = block_valid
+        column += data.shape[1]
+    return matrix, valid, lengths
 
 
 # ------------------------------------------------------------------ schemas
