@@ -256,7 +256,8 @@ def assemble_features(buffer: DocumentBuffer, instances: np.ndarray, max_seq_len
     source = np.where(j <= len_a, a_start - 1, b_start - len_a - 2) + j
     source[~from_text] = 0
     previous_from_text = np.concatenate([np.zeros_like(from_text[:, :1]), from_text[:, :-1]], axis=1)
-    input_ids = buffer.tokens[source].astype(np.int32)
+    # `take` gathers with int32 indices about twice as fast as fancy indexing does
+    input_ids = buffer.tokens.take(source).astype(np.int32, copy=False)
     input_ids[~from_text] = 0
     input_ids[:, 0] = special.cls
     rows = np.arange(len(instances))
@@ -267,7 +268,7 @@ def assemble_features(buffer: DocumentBuffer, instances: np.ndarray, max_seq_len
         "input_mask": (j < len_a + len_b + 3).astype(np.int32),
         "segment_ids": ((j >= len_a + 2) & (j < len_a + len_b + 3)).astype(np.int32),
         # a word cut by truncation starts a new group, so no group spans [SEP]
-        "word_starts": from_text & (buffer.word_starts[source] | ~previous_from_text),
+        "word_starts": from_text & (buffer.word_starts.take(source) | ~previous_from_text),
         "next_sentence_labels": label.astype(np.int32),
     }
 
