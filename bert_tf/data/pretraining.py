@@ -332,11 +332,10 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
         chosen = candidates & (keys <= kth_key[:, None])
     preds = options.max_predictions_per_seq
     count = chosen.sum(axis=1)
-    real = np.arange(preds)[None, :] < count[:, None]
-    # chosen columns first, ascending (the rest sort after them as `seq`)
-    columns = np.arange(seq, dtype=np.int16 if seq < 2 ** 15 else np.int64)
-    positions = np.sort(np.where(chosen, columns, columns.dtype.type(seq)), axis=1)[:, :preds]
-    positions = np.where(real, positions, 0).astype(np.int64)
+    real = np.arange(preds)[None, :] < count[:, None]  # every branch keeps count <= budget <= preds
+    # the chosen cells in row-major order are each row's positions, ascending: the real slots' values
+    positions = np.zeros((num, preds), np.int64)
+    positions[real] = np.flatnonzero(chosen) % seq
     labels = np.where(real, input_ids[rows, positions], 0)
     u_mask, u_keep = rng.random((num, preds)), rng.random((num, preds))
     choice = np.where(u_mask < 0.8, 0, np.where(u_keep < 0.5, 1, 2))
