@@ -314,7 +314,6 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
       1 = kept, 2 = random id, -1 = padding) for statistics.
     """
     num, seq = input_ids.shape
-    rows = np.arange(num)[:, None]
     lengths = input_mask.sum(axis=1)
     candidates = (input_mask == 1) & (input_ids != special.cls) & (input_ids != special.sep)
     budget = np.minimum(options.max_predictions_per_seq,
@@ -334,15 +333,17 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
     count = chosen.sum(axis=1)
     real = np.arange(preds)[None, :] < count[:, None]  # every branch keeps count <= budget <= preds
     # the chosen cells in row-major order are each row's positions, ascending: the real slots' values
+    cells = np.flatnonzero(chosen)
     positions = np.zeros((num, preds), np.int64)
-    positions[real] = np.flatnonzero(chosen) % seq
-    labels = np.where(real, input_ids[rows, positions], 0)
+    positions[real] = cells % seq
+    labels = np.zeros((num, preds), input_ids.dtype)
+    labels[real] = input_ids.take(cells)
     u_mask, u_keep = rng.random((num, preds)), rng.random((num, preds))
     choice = np.where(u_mask < 0.8, 0, np.where(u_keep < 0.5, 1, 2))
     replacement = np.where(choice == 0, special.mask,
                            np.where(choice == 1, labels, rng.integers(0, special.vocab_size, (num, preds))))
     masked = input_ids.copy()
-    masked[np.broadcast_to(rows, positions.shape)[real], positions[real]] = replacement[real]
+    np.put(masked, cells, replacement[real])
     return {
         "input_ids": masked,
         "masked_lm_positions": positions.astype(np.int32),
