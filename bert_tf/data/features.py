@@ -188,19 +188,22 @@ def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:
     if low >= 0 and top < 128:  # one byte each (masks, segment ids, labels, short positions)
         data = values.astype(np.uint8)
         return (data, None), np.full(rows, values.shape[1], np.int64)
-    unsigned = values.astype(np.uint32) if low >= 0 and top < 2 ** 32 else values.astype(np.int64).view(np.uint64)
-    width = -(-int(unsigned.max()).bit_length() // 7)
-    dtype = unsigned.dtype.type
-    planes = np.empty(unsigned.shape + (width,), np.uint8)
-    valid = np.empty(unsigned.shape + (width,), bool)
+    # the narrowest unsigned type that holds the values: less memory for every step below
+    rest = values.astype(np.min_scalar_type(top)) if low >= 0 else values.astype(np.int64).view(np.uint64)
+    width = -(-int(rest.max()).bit_length() // 7)
+    planes = np.empty(rest.shape + (width,), np.uint8)
+    valid = np.empty(rest.shape + (width,), bool)
     valid[..., 0] = True
-    for k in range(width):
-        more = unsigned >= dtype(1 << (7 * (k + 1))) if k + 1 < width else np.zeros(unsigned.shape, bool)
-        if k + 1 < width:
-            valid[..., k + 1] = more
-        planes[..., k] = ((unsigned >> dtype(7 * k)) & dtype(0x7F)).astype(np.uint8) | (more.astype(np.uint8) << 7)
-    valid = valid.reshape(rows, -1)
-    return (planes.reshape(rows, -1), valid), valid.sum(axis=1)
+    sizes = np.full(rows, rest.shape[1], np.int64)
+    for k in range(width - 1):  # `rest` = value >> 7k
+        low_bits = (rest & 0x7F).astype(np.uint8)
+        rest = rest >> 7
+        more = rest != 0
+        valid[..., k + 1] = more
+        sizes += np.count_nonzero(more, axis=1)
+        planes[..., k] = low_bits | (more.view(np.uint8) << 7)
+    planes[..., width - 1] = rest  # below 128: the last byte has no continuation bit
+    return (planes.reshape(rows, -1), valid.reshape(rows, -1)), sizes
 
 
 def _constant_block(content: bytes, rows: int) -> _Block:
