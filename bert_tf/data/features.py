@@ -72,14 +72,14 @@ class Schema:
           (data uint8 [N], offsets int64 [R + 1]): record r is data[offsets[r]:offsets[r + 1]], the
           bytes of a `tf.train.Example`.
         """
-        matrix, valid = self.encode_dense(values)
+        matrix, valid, lengths = self.encode_dense(values)
         offsets = np.zeros(len(matrix) + 1, np.int64)
-        np.cumsum(valid.sum(axis=1), out=offsets[1:])
+        np.cumsum(lengths, out=offsets[1:])
         return matrix[valid], offsets
 
-    def encode_dense(self, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Like `encode_batch`, as (matrix uint8 [R, W], valid bool [R, W]): record r is
-        matrix[r][valid[r]]. `tfrecord.frame_dense` frames this form without another copy."""
+    def encode_dense(self, values: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Like `encode_batch`, as (matrix uint8 [R, W], valid bool [R, W], lengths int64 [R]):
+        record r is matrix[r][valid[r]], lengths[r] bytes. `tfrecord.frame_dense` frames this form."""
         return _encode_rows(self._sorted, values, self._checked_rows(values))
 
     def encode(self, values: Mapping[str, Sequence[float] | np.ndarray]) -> bytes:
@@ -167,10 +167,10 @@ class Schema:
 
 # ------------------------------------------------------------------ protobuf wire format
 # Every part of a record is built for all R rows at once as a dense block `bytes [R, w]` with a
-# `valid [R, w]` mask (a varint gets its widest width, its unused bytes are masked out). Joining
-# the blocks side by side and reading the valid bytes in row-major order gives the records back
-# to back: one boolean selection instead of a scatter per part.
-_Block = tuple  # (bytes uint8 [R, w], valid bool [R, w])
+# `valid [R, w]` mask (a varint gets its widest width, its unused bytes are masked out; None when
+# every byte is used). Joining the blocks side by side and reading the valid bytes in row-major
+# order gives the records back to back: one boolean selection instead of a scatter per part.
+_Block = tuple  # (bytes uint8 [R, w], valid bool [R, w] or None)
 
 
 def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:
@@ -182,27 +182,33 @@ def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:
     values = np.asarray(values)
     rows = values.shape[0]
     low, top = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    if low == top >= 0:  # one value throughout, as in most length fields: no per-row work
+        content = _varint_bytes(low) * values.shape[1]
+        return _constant_block(content, rows), np.full(rows, len(content), np.int64)
     if low >= 0 and top < 128:  # one byte each (masks, segment ids, labels, short positions)
         data = values.astype(np.uint8)
-        return (data, np.ones(data.shape, bool)), np.full(rows, values.shape[1], np.int64)
-    unsigned = values.astype(np.uint32) if low >= 0 and top < 2 ** 32 else values.astype(np.int64).view(np.uint64)
-    width = -(-int(unsigned.max()).bit_length() // 7)
-    dtype = unsigned.dtype.type
-    planes = np.empty(unsigned.shape + (width,), np.uint8)
-    valid = np.empty(unsigned.shape + (width,), bool)
+        return (data, None), np.full(rows, values.shape[1], np.int64)
+    # the narrowest unsigned type that holds the values: less memory for every step below
+    rest = values.astype(np.min_scalar_type(top)) if low >= 0 else values.astype(np.int64).view(np.uint64)
+    width = -(-int(rest.max()).bit_length() // 7)
+    planes = np.empty(rest.shape + (width,), np.uint8)
+    valid = np.empty(rest.shape + (width,), bool)
     valid[..., 0] = True
-    for k in range(width):
-        more = unsigned >= dtype(1 << (7 * (k + 1))) if k + 1 < width else np.zeros(unsigned.shape, bool)
-        if k + 1 < width:
-            valid[..., k + 1] = more
-        planes[..., k] = ((unsigned >> dtype(7 * k)) & dtype(0x7F)).astype(np.uint8) | (more.astype(np.uint8) << 7)
-    valid = valid.reshape(rows, -1)
-    return (planes.reshape(rows, -1), valid), valid.sum(axis=1)
+    sizes = np.full(rows, rest.shape[1], np.int64)
+    for k in range(width - 1):  # `rest` = value >> 7k
+        low_bits = (rest & 0x7F).astype(np.uint8)
+        rest = rest >> 7
+        more = rest != 0
+        valid[..., k + 1] = more
+        sizes += np.count_nonzero(more, axis=1)
+        planes[..., k] = low_bits | (more.view(np.uint8) << 7)
+    planes[..., width - 1] = rest  # below 128: the last byte has no continuation bit
+    return (planes.reshape(rows, -1), valid.reshape(rows, -1)), sizes
 
 
 def _constant_block(content: bytes, rows: int) -> _Block:
     data = np.broadcast_to(np.frombuffer(content, np.uint8), (rows, len(content)))
-    return data, np.ones(data.shape, bool)
+    return data, None
 
 
 def _length_field(tag: bytes, body_sizes: np.ndarray, rows: int) -> tuple[list[_Block], np.ndarray]:
@@ -231,7 +237,7 @@ def _feature_blocks(f: Feature, values: np.ndarray, rows: int) -> tuple[list[_Bl
         list_tag = b"\x1a"
     else:
         data = np.ascontiguousarray(np.asarray(values, dtype="<f4").reshape(rows, f.length)).view(np.uint8)
-        payload, payload_sizes = (data, np.ones(data.shape, bool)), np.full(rows, 4 * f.length, np.int64)
+        payload, payload_sizes = (data, None), np.full(rows, 4 * f.length, np.int64)
         list_tag = b"\x12"
     blocks, list_sizes = [payload], payload_sizes
     if f.length:
@@ -247,17 +253,25 @@ def _feature_blocks(f: Feature, values: np.ndarray, rows: int) -> tuple[list[_Bl
 
 
 def _encode_rows(features: Sequence[Feature], values: Mapping[str, np.ndarray],
-                 rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Serializes `rows` Examples (`Example{features: Features{feature: entries}}`) as dense rows."""
+                 rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Serializes `rows` Examples (`Example{features: Features{feature: entries}}`) as dense rows,
+    with each row's record length."""
     blocks: list[_Block] = []
     features_size = np.zeros(rows, np.int64)
     for f in features:
         entry_blocks, entry_size = _feature_blocks(f, values[f.name], rows)
         blocks += entry_blocks
         features_size += entry_size
-    head, _ = _length_field(b"\x0a", features_size, rows)
+    head, lengths = _length_field(b"\x0a", features_size, rows)
     blocks = head + blocks
-    return np.concatenate([b for b, _ in blocks], axis=1), np.concatenate([v for _, v in blocks], axis=1)
+    matrix = np.concatenate([data for data, _ in blocks], axis=1)
+    valid = np.ones(matrix.shape, bool)  # most blocks have no unused bytes: only the others are copied
+    column = 0
+    for data, block_valid in blocks:
+        if block_valid is not None:
+            valid[:, column:column + data.shape[1]] = block_valid
+        column += data.shape[1]
+    return matrix, valid, lengths
 
 
 # ------------------------------------------------------------------ schemas

@@ -256,7 +256,8 @@ def assemble_features(buffer: DocumentBuffer, instances: np.ndarray, max_seq_len
     source = np.where(j <= len_a, a_start - 1, b_start - len_a - 2) + j
     source[~from_text] = 0
     previous_from_text = np.concatenate([np.zeros_like(from_text[:, :1]), from_text[:, :-1]], axis=1)
-    input_ids = buffer.tokens[source].astype(np.int32)
+    # `take` gathers with int32 indices about twice as fast as fancy indexing does
+    input_ids = buffer.tokens.take(source).astype(np.int32, copy=False)
     input_ids[~from_text] = 0
     input_ids[:, 0] = special.cls
     rows = np.arange(len(instances))
@@ -267,7 +268,7 @@ def assemble_features(buffer: DocumentBuffer, instances: np.ndarray, max_seq_len
         "input_mask": (j < len_a + len_b + 3).astype(np.int32),
         "segment_ids": ((j >= len_a + 2) & (j < len_a + len_b + 3)).astype(np.int32),
         # a word cut by truncation starts a new group, so no group spans [SEP]
-        "word_starts": from_text & (buffer.word_starts[source] | ~previous_from_text),
+        "word_starts": from_text & (buffer.word_starts.take(source) | ~previous_from_text),
         "next_sentence_labels": label.astype(np.int32),
     }
 
@@ -313,7 +314,6 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
       1 = kept, 2 = random id, -1 = padding) for statistics.
     """
     num, seq = input_ids.shape
-    rows = np.arange(num)[:, None]
     lengths = input_mask.sum(axis=1)
     candidates = (input_mask == 1) & (input_ids != special.cls) & (input_ids != special.sep)
     budget = np.minimum(options.max_predictions_per_seq,
@@ -331,18 +331,19 @@ def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, 
         chosen = candidates & (keys <= kth_key[:, None])
     preds = options.max_predictions_per_seq
     count = chosen.sum(axis=1)
-    real = np.arange(preds)[None, :] < count[:, None]
-    # chosen columns first, ascending (the rest sort after them as `seq`)
-    columns = np.arange(seq, dtype=np.int16 if seq < 2 ** 15 else np.int64)
-    positions = np.sort(np.where(chosen, columns, columns.dtype.type(seq)), axis=1)[:, :preds]
-    positions = np.where(real, positions, 0).astype(np.int64)
-    labels = np.where(real, input_ids[rows, positions], 0)
+    real = np.arange(preds)[None, :] < count[:, None]  # every branch keeps count <= budget <= preds
+    # the chosen cells in row-major order are each row's positions, ascending: the real slots' values
+    cells = np.flatnonzero(chosen)
+    positions = np.zeros((num, preds), np.int64)
+    positions[real] = cells % seq
+    labels = np.zeros((num, preds), input_ids.dtype)
+    labels[real] = input_ids.take(cells)
     u_mask, u_keep = rng.random((num, preds)), rng.random((num, preds))
     choice = np.where(u_mask < 0.8, 0, np.where(u_keep < 0.5, 1, 2))
     replacement = np.where(choice == 0, special.mask,
                            np.where(choice == 1, labels, rng.integers(0, special.vocab_size, (num, preds))))
     masked = input_ids.copy()
-    masked[np.broadcast_to(rows, positions.shape)[real], positions[real]] = replacement[real]
+    np.put(masked, cells, replacement[real])
     return {
         "input_ids": masked,
         "masked_lm_positions": positions.astype(np.int32),

@@ -9,9 +9,11 @@ per call: the CRC runs over a [records, bytes] matrix, four bytes per step, for 
 from __future__ import annotations
 
 import os
+import sys
 from typing import BinaryIO, Iterator
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from bert_tf.errors import UserError
 
@@ -36,6 +38,7 @@ _BYTE_TABLES = _make_byte_tables()
 _HALF = np.arange(65536, dtype=np.uint32)
 _LOW_HALF = _BYTE_TABLES[3][_HALF & 0xFF] ^ _BYTE_TABLES[2][_HALF >> 8]
 _HIGH_HALF = _BYTE_TABLES[1][_HALF & 0xFF] ^ _BYTE_TABLES[0][_HALF >> 8]
+_LOW_HALF_AT = 0 if sys.byteorder == "little" else 1  # the low 16 bits' place in a uint32's memory
 # The top byte of table[b] is a permutation of b, which makes one zero-byte step invertible.
 _INVERSE_TOP = np.empty(256, np.uint32)
 _INVERSE_TOP[_BYTE_TABLES[0] >> 24] = np.arange(256, dtype=np.uint32)
@@ -67,10 +70,25 @@ def crc32c_rows(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
       uint32 [R], the (unmasked) CRC-32C of each record.
     """
     lengths = np.diff(offsets)
-    width = int(-(-int(lengths.max()) // 4) * 4) if len(lengths) else 0
+    width = _crc_width(lengths)
     matrix = np.zeros((len(lengths), width), np.uint8)
-    matrix[np.arange(width)[None, :] >= width - lengths[:, None]] = data[offsets[0]:offsets[-1]]
+    matrix[_columns_from(width - lengths, width)] = data[offsets[0]:offsets[-1]]
     return _crc32c_right_aligned(matrix, width - lengths)
+
+
+def _crc_width(lengths: np.ndarray) -> int:
+    """The longest length rounded up to whole 4-byte CRC steps."""
+    return int(-(-int(lengths.max()) // 4) * 4) if len(lengths) else 0
+
+
+def _columns_from(starts: np.ndarray, width: int) -> np.ndarray:
+    """bool [R, width], row r True from column starts[r] on (0 <= starts[r] <= width).
+
+    Row r is a window of one zeros-then-ones staircase, so building the mask is a copy of rows
+    rather than a broadcast comparison of every element (about ten times faster).
+    """
+    stairs = np.arange(2 * width) >= width
+    return sliding_window_view(stairs, width)[width - starts]
 
 
 def _crc32c_right_aligned(matrix: np.ndarray, pad: np.ndarray) -> np.ndarray:
@@ -83,9 +101,12 @@ def _crc32c_right_aligned(matrix: np.ndarray, pad: np.ndarray) -> np.ndarray:
     if not len(matrix):
         return np.zeros(0, np.uint32)
     crc = _states_before_zeros(int(pad.max()))[pad]
+    # The arrays are short, so per-call overhead counts: bound `take` methods skip np.take's wrapper,
+    # and the two 16-bit halves are strided views of the register, not masked and shifted copies.
+    low, high = _LOW_HALF.take, _HIGH_HALF.take
     for column in matrix.view("<u4").T:  # four bytes of every record per step
-        x = crc ^ column
-        crc = np.take(_LOW_HALF, x & 0xFFFF) ^ np.take(_HIGH_HALF, x >> 16)
+        halves = (crc ^ column).view(np.uint16)
+        crc = low(halves[_LOW_HALF_AT::2]) ^ high(halves[1 - _LOW_HALF_AT::2])
     return crc ^ np.uint32(0xFFFFFFFF)
 
 
@@ -98,25 +119,38 @@ def masked_crc32c_rows(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return _masked(crc32c_rows(data, offsets))
 
 
-def frame_dense(matrix: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def frame_dense(matrix: np.ndarray, valid: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """TFRecord framing of records given as rows of a matrix (see `features.Schema.encode_dense`).
 
     Args:
       matrix: uint8 [R, W]; record r is matrix[r][valid[r]].
       valid: bool [R, W].
+      lengths: int64 [R], valid[r].sum(), which the encoder knows without counting.
 
     Returns:
       (framed uint8 [sum of lengths + 16 R], framed_offsets int64 [R + 1]), ready to write.
     """
-    num = len(matrix)
-    lengths = valid.sum(axis=1)
-    width = int(-(-int(lengths.max()) // 4) * 4) if num else 0
+    # compress beats boolean indexing here: the mask has a short run of holes in every varint
+    return _frame(np.compress(valid.ravel(), matrix.ravel()), lengths)
+
+
+def frame_records(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TFRecord framing of records back to back in `data` (uint8 [N]; offsets int64 [R + 1])."""
+    return _frame(data[offsets[0]:offsets[-1]], np.diff(offsets))
+
+
+def _frame(data: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Framing of the records back to back in `data` (uint8 [sum of lengths]); see `frame_dense`."""
+    num = len(lengths)
+    width = _crc_width(lengths)
     pad = width - lengths
     # Each row of `framed` is: zeros | header (12) | record | footer (4), the record right-aligned
-    # so that its CRC runs over the same columns for every row.
+    # so that its CRC runs over the same columns for every row. The bytes to keep start at column
+    # `pad` of the row, and the record's columns in `body` are the first `width` of that mask.
     framed = np.zeros((num, 12 + width + 4), np.uint8)
+    keep = _columns_from(pad, framed.shape[1])
     body = framed[:, 12:12 + width]
-    body[np.arange(width)[None, :] >= pad[:, None]] = matrix[valid]
+    body[keep[:, :width]] = data
     framed[:, 12 + width:] = _little_endian_bytes(_masked(_crc32c_right_aligned(body, pad)))
     header = np.empty((num, 12), np.uint8)
     header[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(num, 8)
@@ -124,17 +158,7 @@ def frame_dense(matrix: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.n
     framed[np.arange(num)[:, None], pad[:, None] + np.arange(12)] = header
     offsets = np.zeros(num + 1, np.int64)
     np.cumsum(lengths + 16, out=offsets[1:])
-    return framed[np.arange(12 + width + 4)[None, :] >= pad[:, None]], offsets
-
-
-def frame_records(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """TFRecord framing of records back to back in `data` (uint8 [N]; offsets int64 [R + 1])."""
-    lengths = np.diff(offsets)
-    width = int(lengths.max()) if len(lengths) else 0
-    valid = np.arange(width)[None, :] < lengths[:, None]
-    matrix = np.zeros(valid.shape, np.uint8)
-    matrix[valid] = data[offsets[0]:offsets[-1]]
-    return frame_dense(matrix, valid)
+    return framed[keep], offsets
 
 
 def _little_endian_bytes(values: np.ndarray) -> np.ndarray:
