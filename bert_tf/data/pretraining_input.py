@@ -23,7 +23,7 @@ from bert_tf.errors import MissingFileError, UnreadableFileError, UserError
 # line of other Unicode spaces still ends a document when the block is read, it just is not a cut).
 _BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
 _SCAN_BYTES = 1 << 20
-_READ_BYTES = 4 << 20
+_READ_BYTES = 1 << 20  # a read is tokenized at once: its units are held in memory
 _WORD_MEMO_SIZE = 200_000  # ~30 MB; memory stops growing once it is full
 # Marks each line's end among the units of many lines: no unit is NUL (tokenization deletes it).
 _LINE_BREAK = "\x00"
