@@ -242,18 +242,32 @@ def _char_class(code_points: Sequence[int]) -> str:
                    for lo, hi in runs)
 
 
+# Up to this Unicode version, planes 4-13 hold no character and planes 15-16 only private-use ones
+# (category Co): the categories the tables need (Cc, Cf, Mn, P*) are all in planes 0-3 and 14.
+_PLANES_CHECKED_UP_TO = (16, 0, 0)
+
+
+def _scanned_code_points() -> list[int]:
+    """The code points whose categories can hold a selected one: planes 0-3 and 14, or every
+    code point when Python's Unicode is newer than `_PLANES_CHECKED_UP_TO`."""
+    if tuple(map(int, unicodedata.unidata_version.split("."))) > _PLANES_CHECKED_UP_TO:
+        return list(range(0x110000))
+    return list(itertools.chain(range(0x40000), range(0xE0000, 0xF0000)))
+
+
 @functools.cache
 def _selected_code_points() -> dict[str, list[int]]:
     """Every code point the reference predicates select: dropped, combining mark, punctuation.
 
-    Read from Python's own category table with C-level maps (~0.2 s once per process; the table
+    Read from Python's own category table with C-level maps (~0.07 s once per process; the table
     changes with Python's Unicode version). A test checks the tables built from them against the
     predicates on every code point.
     """
-    categories = list(map(unicodedata.category, map(chr, range(0x110000))))
+    code_points = _scanned_code_points()
+    categories = list(map(unicodedata.category, map(chr, code_points)))
 
     def selected(wanted: set[str]) -> list[int]:
-        return list(itertools.compress(itertools.count(), map(wanted.__contains__, categories)))
+        return list(itertools.compress(code_points, map(wanted.__contains__, categories)))
 
     ascii_punctuation = [cp for cp in range(33, 127) if not chr(cp).isalnum()]
     return {"dropped": sorted({0, 0xFFFD}.union(selected({"Cc", "Cf"})) - {ord("\t"), ord("\n"), ord("\r")}),
@@ -316,8 +330,10 @@ def ascii_unit_text(text: str, do_lower_case: bool) -> str:
     """
     if not text.isprintable():  # tab, newline or a control character
         text = text.translate(_ASCII_DROPPED)
-    if do_lower_case:
-        text = text.lower()
+    return _space_word_edges(text.lower() if do_lower_case else text)
+
+
+def _space_word_edges(text: str) -> str:
     for mark, spaced in _WORD_EDGE_PUNCTUATION:
         if mark in text:
             text = text.replace(mark, spaced)
@@ -351,9 +367,13 @@ def basic_tokens(text: str, do_lower_case: bool) -> list[str]:
 _CJK_SPLIT_RE = re.compile("([" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "])")
 
 
+# Every CJK ideograph is at or above U+3400: one range is a cheaper first check than the blocks.
+_MAY_HOLD_CJK_RE = re.compile("[\u3400-\U0010ffff]")
+
+
 def _space_cjk(text: str) -> str:
     """`text` with a space on each side of every CJK ideograph."""
-    if text.isascii():
+    if text.isascii() or not _MAY_HOLD_CJK_RE.search(text):
         return text
     parts = _CJK_SPLIT_RE.split(text)
     return " ".join(parts) if len(parts) > 1 else text
@@ -375,9 +395,14 @@ def split_words(text: str | bytes) -> list[str]:
 def word_text(text: str) -> str:
     """`text` cleaned (dropped characters deleted) and CJK-spaced: `split_words(text)` is its
     `str.split()`. Every step works character by character and keeps line breaks."""
-    # Control characters are never printable, so the cheap C checks skip most lines.
-    if not text.isprintable() or "\ufffd" in text:
-        text = _dropped_chars_re().sub("", text)
+    if "\ufffd" in text:
+        text = text.replace("\ufffd", "")
+    # Control characters are never printable, so cheap C checks skip the character class (and
+    # building it) unless something else than line breaks and tabs is not printable; then only
+    # the lines that hold such a character go through it.
+    if not text.isprintable() and not text.replace("\n", "").replace("\t", "").replace("\r", "").isprintable():
+        dropped = _dropped_chars_re()
+        text = "\n".join(line if line.isprintable() else dropped.sub("", line) for line in text.split("\n"))
     return _space_cjk(text)
 
 
@@ -424,7 +449,7 @@ class FullTokenizer(_VocabConversions):
         whole_words = [token for token in itertools.islice(self.vocab, cache_size // 2)
                        if not token.startswith("##") and len(token) <= MAX_CHARS_PER_WORD]
         self._memo.update((token, (token,)) for token in whole_words)
-        self._word_memo = WordMemo(self._word_pieces, cache_size)
+        self._word_memo = WordMemo(self.word_pieces, cache_size)
         # ... and with the whole-word tokens that are their own only basic token (ASCII letters
         # and digits, lower-case when uncased): most words of English text.
         self._word_memo.update((token, (token,)) for token in whole_words if token.isascii() and token.isalnum()
@@ -438,8 +463,11 @@ class FullTokenizer(_VocabConversions):
         # map + chain flatten in C: no Python step per word once its pieces are memoised.
         return list(itertools.chain.from_iterable(map(self._word_memo.__getitem__, self.split_units(text))))
 
-    def _word_pieces(self, word: str) -> tuple[str, ...]:
-        """The pieces of one `split_units` part: its basic tokens' memoised pieces."""
+    def word_pieces(self, word: str) -> tuple[str, ...]:
+        """The tokens of one part that `split_units` or `unit_text` gives (whitespace-free, no
+        dropped characters): `tokenize(word)` without splitting it again, and without keeping
+        it in the word memo (for callers that keep their own, per part). Its basic tokens'
+        pieces are memoised."""
         if word.isascii() and word.isalnum():  # its own only basic token (lower-cased when uncased)
             return self._memo[word.lower() if self.do_lower_case else word]
         return tuple(itertools.chain.from_iterable(map(self._memo.__getitem__,
@@ -447,22 +475,25 @@ class FullTokenizer(_VocabConversions):
 
     def split_units(self, text: str | bytes) -> list[str]:
         """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the
-        tokens of `text`: the words of a pure-ASCII line, lower-cased (uncased) with common
-        punctuation spaced off (`ascii_unit_text`), the `split_words` words of any other. Callers
-        may memoise `tokenize(unit)` per unit."""
+        tokens of `text` (`unit_text`'s words). Callers may memoise `tokenize(unit)` per unit."""
         if text.__class__ is not str:
             text = convert_to_unicode(text)
-        if text.isascii():  # most lines of English
-            return ascii_unit_text(text, self.do_lower_case).split()
-        return word_text(text).split()
+        return self.unit_text(text).split()
 
     def unit_text(self, text: str) -> str:
-        """`text` with valid units (see `split_units`) separated by whitespace and its line breaks
-        kept, so that one call serves many lines: `unit_text(t).split("\n")[i].split()` are units
-        of line i of `t` (those of `split_units` when `t` is one line)."""
-        if text.isascii():
+        """`text` cleaned and CJK-spaced (`word_text`), lower-cased when uncased, with the
+        common word-edge punctuation spaced off: its whitespace-separated parts are units whose
+        tokens, concatenated, are the tokens of `text`. Line breaks are kept, so one call serves
+        many lines (`unit_text(t).split("\n")[i].split()` are the units of line i of `t`).
+
+        Lower-casing the whole text is exact: `str.lower`'s only context rule (final sigma)
+        stops at whitespace and ideographs, and `str.lower` is idempotent, so lower-casing a
+        unit again (`basic_tokens`) changes nothing. A pure-ASCII text takes `ascii_unit_text`.
+        """
+        if text.isascii():  # most lines of English
             return ascii_unit_text(text, self.do_lower_case)
-        return word_text(text)
+        text = word_text(text)
+        return _space_word_edges(text.lower() if self.do_lower_case else text)
 
 
 class SentencePieceTokenizer(_VocabConversions):

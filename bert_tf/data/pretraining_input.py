@@ -161,10 +161,15 @@ class LineTokenizer:
                                             else not token.startswith("##"))
 
         self._split_words = _word_splitter(tokenizer)
-        self._unit_ids = _UnitIds(lambda word: _packed(self._ids(self.tokenizer.tokenize(word))))
+        # token -> its id packed as int32 bytes: a unit's packed ids are one b"".join of its tokens'
+        self._packed_ids = _packed_ids_by_token(self.vocab) if self._split_words is not None else {}
+        self._unit_ids = _UnitIds(self._unit_packed_ids)
         # WordPiece lines that need no per-line step are tokenized a whole read at a time.
         self._unit_text = (tokenizer.unit_text if self._split_words is not None and not pre_segmented
                            and prepare_line is None else None)
+
+    def _unit_packed_ids(self, unit: str) -> bytes:
+        return b"".join(map(self._packed_ids.__getitem__, self.tokenizer.word_pieces(unit)))
 
     def _ids(self, tokens: list[str]) -> list[int]:
         vocab = self.vocab
@@ -266,6 +271,11 @@ class _DocumentsBuilder:
         word_starts = np.asarray(self.starts, bool) if word_start_by_id is None else word_start_by_id[tokens]
         return DocumentBuffer(tokens, word_starts, np.asarray([0] + self.sentence_ends, np.int64),
                               np.asarray(self.document_offsets, np.int64))
+
+
+def _packed_ids_by_token(vocab: dict[str, int]) -> dict[str, bytes]:
+    packed = _packed(list(vocab.values()))
+    return dict(zip(vocab, (packed[k:k + 4] for k in range(0, len(packed), 4))))
 
 
 def _packed(ids: list[int]) -> bytes:
