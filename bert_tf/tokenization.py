@@ -389,17 +389,19 @@ def split_words(text: str | bytes) -> list[str]:
         text = convert_to_unicode(text)
     if text.isascii():  # no CJK; every ASCII character `str.split` splits on is whitespace or dropped
         return (text if text.isprintable() else text.translate(_ASCII_DROPPED)).split()
-    return word_text(text).split()
+    # Control characters are never printable, so the cheap C checks skip most lines.
+    if not text.isprintable() or "\ufffd" in text:
+        text = _dropped_chars_re().sub("", text)
+    return _space_cjk(text).split()
 
 
-def word_text(text: str) -> str:
-    """`text` cleaned (dropped characters deleted) and CJK-spaced: `split_words(text)` is its
-    `str.split()`. Every step works character by character and keeps line breaks."""
+def lines_word_text(text: str) -> str:
+    """Many lines of `text` cleaned (dropped characters deleted) and CJK-spaced, line breaks
+    kept: the words of each line are `split_words(line)`."""
     if "\ufffd" in text:
         text = text.replace("\ufffd", "")
-    # Control characters are never printable, so cheap C checks skip the character class (and
-    # building it) unless something else than line breaks and tabs is not printable; then only
-    # the lines that hold such a character go through it.
+    # Unless something else than line breaks and tabs is not printable, no character is dropped
+    # (and the character class need not be built); otherwise only such lines go through it.
     if not text.isprintable() and not text.replace("\n", "").replace("\t", "").replace("\r", "").isprintable():
         dropped = _dropped_chars_re()
         text = "\n".join(line if line.isprintable() else dropped.sub("", line) for line in text.split("\n"))
@@ -474,25 +476,30 @@ class FullTokenizer(_VocabConversions):
                                                        basic_tokens(word, self.do_lower_case))))
 
     def split_units(self, text: str | bytes) -> list[str]:
-        """Parts of `text` whose tokens, each part tokenized on its own, concatenated, are the
-        tokens of `text` (`unit_text`'s words). Callers may memoise `tokenize(unit)` per unit."""
+        """Parts of one line `text` whose tokens, each part tokenized on its own, concatenated,
+        are the tokens of `text`: the words of a pure-ASCII line, lower-cased (uncased) with the
+        common word-edge punctuation spaced off (`ascii_unit_text`), the `split_words` words of
+        any other. Callers may memoise `tokenize(unit)` (or `word_pieces(unit)`) per unit."""
         if text.__class__ is not str:
             text = convert_to_unicode(text)
-        return self.unit_text(text).split()
+        if text.isascii():  # most lines of English
+            return ascii_unit_text(text, self.do_lower_case).split()
+        return split_words(text)
 
     def unit_text(self, text: str) -> str:
-        """`text` cleaned and CJK-spaced (`word_text`), lower-cased when uncased, with the
-        common word-edge punctuation spaced off: its whitespace-separated parts are units whose
-        tokens, concatenated, are the tokens of `text`. Line breaks are kept, so one call serves
-        many lines (`unit_text(t).split("\n")[i].split()` are the units of line i of `t`).
+        """Many lines at once: `text` with valid units (as `split_units` defines them) separated
+        by whitespace and its line breaks kept (`unit_text(t).split("\n")[i].split()` are units of
+        line i of `t`). Text that is not pure ASCII is cleaned and CJK-spaced
+        (`lines_word_text`), lower-cased when uncased and its word-edge punctuation spaced off,
+        like ASCII text, so that fewer distinct units reach the memo.
 
         Lower-casing the whole text is exact: `str.lower`'s only context rule (final sigma)
-        stops at whitespace and ideographs, and `str.lower` is idempotent, so lower-casing a
-        unit again (`basic_tokens`) changes nothing. A pure-ASCII text takes `ascii_unit_text`.
+        stops at whitespace and ideographs, and `str.lower` is idempotent (checked on every code
+        point by the tests), so lower-casing a unit again (`basic_tokens`) changes nothing.
         """
-        if text.isascii():  # most lines of English
+        if text.isascii():
             return ascii_unit_text(text, self.do_lower_case)
-        text = word_text(text)
+        text = lines_word_text(text)
         return _space_word_edges(text.lower() if self.do_lower_case else text)
 
 

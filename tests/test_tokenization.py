@@ -213,6 +213,12 @@ def test_split_units_concatenate_to_the_tokens(do_lower_case):
     for line in lines:
         units = tokenizer.split_units(line)
         assert [t for unit in units for t in reference.tokenize(unit)] == reference.tokenize(line), line
+    # unit_text: many lines at once, line breaks kept (how create_pretraining_data reads).
+    lines = [line for line in lines if "\n" not in line]
+    many = tokenizer.unit_text("\n".join(lines)).split("\n")
+    assert len(many) == len(lines)
+    for line, units in zip(lines, many):
+        assert [t for unit in units.split() for t in tokenizer.word_pieces(unit)] == reference.tokenize(line), line
 
 
 def test_fast_path_character_tables_match_the_reference_predicates():
@@ -226,6 +232,8 @@ def test_fast_path_character_tables_match_the_reference_predicates():
     assert len(tokenization._spaced_punctuation()) == len(punctuation)
     assert tokenization._CJK_SPLIT_RE.split(everything)[1::2] == [
         c for c in everything if tokenization._is_cjk_ideograph(ord(c))]
+    # unit_text lower-cases whole texts, basic_tokens its units again: no character changes twice.
+    assert everything.lower().lower() == everything.lower()
     for char in everything:
         # split_words skips turning whitespace into spaces and skips printable lines when dropping.
         assert not tokenization._is_whitespace(char) or char.isspace(), hex(ord(char))
