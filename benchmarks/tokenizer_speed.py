@@ -46,7 +46,8 @@ import time
 from typing import Callable, Sequence
 
 from bert_tf import sample_text, testing_text
-from bert_tf.tokenization import FullTokenizer, split_words
+from bert_tf.fast_basic import split_words
+from bert_tf.tokenization import FullTokenizer
 
 
 def _default_vocab() -> str | None:

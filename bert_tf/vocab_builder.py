@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import sentencepiece
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import fast_basic, tokenization
 from bert_tf.chinese.conversion import make_converter
 from bert_tf.data.pretraining_input import expand_input_patterns
 from bert_tf.errors import UserError
@@ -80,10 +80,10 @@ def read_lines(files: Sequence[str], convert: Callable[[str], str] | None = None
 
 
 def count_words(lines: Iterable[str]) -> collections.Counter:
-    """Counts of the whitespace-separated words `FullTokenizer` sees (`tokenization.split_words`)."""
+    """Counts of the whitespace-separated words `FullTokenizer` sees (`fast_basic.split_words`)."""
     counts: collections.Counter = collections.Counter()
     for line in lines:
-        counts.update(tokenization.split_words(line))
+        counts.update(fast_basic.split_words(line))
     return counts
 
 
@@ -91,7 +91,7 @@ def count_basic_tokens(word_counts: collections.Counter, do_lower_case: bool) ->
     """Counts of basic tokens (lower-cased, accents stripped, punctuation split) from word counts."""
     counts: collections.Counter = collections.Counter()
     for word, count in word_counts.items():
-        for token in tokenization.basic_tokens(word, do_lower_case):
+        for token in fast_basic.basic_tokens(word, do_lower_case):
             counts[token] += count
     return counts
 

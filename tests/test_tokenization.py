@@ -10,7 +10,7 @@ import unicodedata
 import pytest
 import sentencepiece
 
-from bert_tf import testing_text, tokenization
+from bert_tf import fast_basic, testing_text, tokenization
 from bert_tf.tokenization import (FullTokenizer, SentencePieceTokenizer, create_tokenizer,
                                   validate_case_matches_checkpoint)
 
@@ -75,7 +75,7 @@ BASIC_CASES = [
 @pytest.mark.parametrize("text,do_lower_case,expected", BASIC_CASES)
 def test_basic_tokenizer_cases(text, do_lower_case, expected):
     assert tokenization.BasicTokenizer(do_lower_case).tokenize(text) == expected
-    words = tokenization.split_words(text)
+    words = fast_basic.split_words(text)
     split_word = tokenization.BasicTokenizer(do_lower_case).split_word
     assert [t for w in words for t in split_word(w)] == expected
 
@@ -181,9 +181,9 @@ def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
     lines = _random_ascii_lines(1000, seed=11)
     basic = tokenization.BasicTokenizer(do_lower_case)
     expected = [basic.tokenize(x) for x in pairs + lines]
-    assert [tokenization.ascii_basic_tokens(x, do_lower_case) for x in pairs + lines] == expected
+    assert [fast_basic.ascii_basic_tokens(x, do_lower_case) for x in pairs + lines] == expected
     # The words FullTokenizer memoises: their basic tokens, concatenated, are the line's.
-    assert [[t for word in tokenization.ascii_unit_text(x, do_lower_case).split() for t in basic.tokenize(word)]
+    assert [[t for word in fast_basic.ascii_unit_text(x, do_lower_case).split() for t in basic.tokenize(word)]
             for x in pairs + lines] == expected
     for vocab in (vocab_file, _real_vocab()):
         fast = FullTokenizer(vocab, do_lower_case)
@@ -224,13 +224,13 @@ def test_split_units_concatenate_to_the_tokens(do_lower_case):
 def test_fast_path_character_tables_match_the_reference_predicates():
     everything = "".join(map(chr, range(0x110000)))
     kept = "".join(c for c in everything if not tokenization._is_dropped(c))
-    assert tokenization._dropped_chars_re().sub("", everything) == kept
-    assert everything.translate(tokenization._deleted_combining_marks()) == "".join(
+    assert fast_basic._dropped_chars_re().sub("", everything) == kept
+    assert everything.translate(fast_basic._deleted_combining_marks()) == "".join(
         c for c in everything if unicodedata.category(c) != "Mn")
     punctuation = [c for c in everything if tokenization._is_punctuation(c)]
-    assert "".join(punctuation).translate(tokenization._spaced_punctuation()).split() == punctuation
-    assert len(tokenization._spaced_punctuation()) == len(punctuation)
-    assert tokenization._CJK_SPLIT_RE.split(everything)[1::2] == [
+    assert "".join(punctuation).translate(fast_basic._spaced_punctuation()).split() == punctuation
+    assert len(fast_basic._spaced_punctuation()) == len(punctuation)
+    assert fast_basic._CJK_SPLIT_RE.split(everything)[1::2] == [
         c for c in everything if tokenization._is_cjk_ideograph(ord(c))]
     # unit_text lower-cases whole texts, basic_tokens its units again: no character changes twice.
     assert everything.lower().lower() == everything.lower()
@@ -370,4 +370,4 @@ def test_line_level_basic_tokens_match_the_reference_on_every_changed_code_point
     for context in ("A{c}b", "ΑΣ{c} x", "中{c}\u0301", "a\u0301{c}Σ."):
         for start in range(0, len(interesting), 200):
             line = " ".join(context.format(c=c) for c in interesting[start:start + 200])
-            assert tokenization.basic_tokens(line, do_lower_case) == reference.tokenize(line), line
+            assert fast_basic.basic_tokens(line, do_lower_case) == reference.tokenize(line), line
