@@ -109,29 +109,31 @@ def _mirrored_devices(num_gpus: int | None) -> list[str]:
     return gpus[:num_gpus]
 
 
-def cpu_has_bfloat16() -> bool:
-    """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX); Linux flags only."""
+def cpu_has_bfloat16_matrix_units() -> bool:
+    """Whether this CPU has AMX-BF16 tile units (Linux flags only). Without them TensorFlow's
+    bfloat16 step is slower than float32: emulated on AVX2, and measured at 0.60-0.67x float32
+    with AVX512-BF16's dot-product instructions alone (`benchmarks/training_throughput.py`)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = f.read()
+            flags = f.read().split()
     except OSError:
         return False
-    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+    return "amx_bf16" in flags
 
 
 def speed_warnings(strategy: tf.distribute.Strategy, dtype: str, use_xla: bool) -> list[str]:
     """Settings that cannot make this run faster on the devices at hand, each said in one line.
 
-    On CPUs: bfloat16 without bfloat16 hardware is emulated (slower than float32), and XLA needs
-    static shapes, so the encoder then computes the padding positions it otherwise skips.
+    On CPUs: bfloat16 without AMX tiles is slower than float32, and XLA needs static shapes, so
+    the encoder then computes the padding positions it otherwise skips.
     """
     accelerators = tf.config.list_logical_devices("GPU") + tf.config.list_logical_devices("TPU")
     if accelerators or isinstance(strategy, tf.distribute.TPUStrategy):
         return []
     warnings = []
-    if dtype == "bfloat16" and not cpu_has_bfloat16():
-        warnings.append("--dtype=bfloat16 on a CPU without bfloat16 hardware (no AVX512-BF16/AMX) "
-                        "is emulated and slower than float32 here; use --dtype=float32")
+    if dtype == "bfloat16" and not cpu_has_bfloat16_matrix_units():
+        warnings.append("--dtype=bfloat16 on a CPU without AMX-BF16 is slower than float32 here "
+                        "(emulated, or about 0.6-0.7x with AVX512-BF16 alone); use --dtype=float32")
     if use_xla:
         warnings.append("--use_xla on a CPU: XLA needs static shapes, so the encoder computes the "
                         "padding positions it otherwise skips; usually slower here than without")

@@ -131,9 +131,9 @@ def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path):
 
 def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypatch):
     strategy = tf.distribute.get_strategy()
-    monkeypatch.setattr(distribution, "cpu_has_bfloat16", lambda: False)
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: False)
     warnings = distribution.speed_warnings(strategy, "bfloat16", use_xla=True)
     assert [w.split()[0] for w in warnings] == ["--dtype=bfloat16", "--use_xla"]
     assert distribution.speed_warnings(strategy, "float32", use_xla=False) == []
-    monkeypatch.setattr(distribution, "cpu_has_bfloat16", lambda: True)
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: True)
     assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == []
