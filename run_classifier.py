@@ -16,7 +16,7 @@ Your own files: --task_name=custom with --task_spec=spec.json, or --text_a_colum
 
 from absl import flags
 
-from bert_tf import classifier_task, cli, training_flags
+from bert_tf import classifier_task, cli, run_lock, training_flags
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data import classification
 
@@ -53,8 +53,9 @@ def main(argv):
                            FLAGS.has_header, FLAGS.file_format, FLAGS.label_list, FLAGS.regression))
     options = training_flags.options_from_flags(FLAGS, classifier_task.ClassifierOptions,
                                                 custom_spec=custom_spec)
-    classifier_task.run_classifier(options, training_flags.run_config_from_flags(FLAGS),
-                                   training_flags.strategy_from_flags(FLAGS))
+    with run_lock.output_lock(FLAGS.output_dir):
+        classifier_task.run_classifier(options, training_flags.run_config_from_flags(FLAGS),
+                                       training_flags.strategy_from_flags(FLAGS))
 
 
 def run():

@@ -15,7 +15,7 @@ Chinese, one character and its tag per line: add --data_format=char (docs/ner.md
 
 from absl import flags
 
-from bert_tf import cli, ner_task, training_flags
+from bert_tf import cli, ner_task, run_lock, training_flags
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.data import tagging
 
@@ -49,8 +49,9 @@ def main(argv):
     del argv
     options = training_flags.options_from_flags(
         FLAGS, ner_task.NerOptions, labels=tuple(FLAGS.labels) if FLAGS.labels else None)
-    ner_task.run_ner(options, training_flags.run_config_from_flags(FLAGS),
-                     training_flags.strategy_from_flags(FLAGS))
+    with run_lock.output_lock(FLAGS.output_dir):
+        ner_task.run_ner(options, training_flags.run_config_from_flags(FLAGS),
+                         training_flags.strategy_from_flags(FLAGS))
 
 
 def run():

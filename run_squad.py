@@ -17,7 +17,7 @@ threshold on the predict file); see docs/squad.md.
 
 from absl import flags
 
-from bert_tf import cli, squad_task, training_flags
+from bert_tf import cli, run_lock, squad_task, training_flags
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
 
 FLAGS = flags.FLAGS
@@ -45,8 +45,9 @@ def main(argv):
     options = training_flags.options_from_flags(
         FLAGS, squad_task.SquadOptions,
         null_score_diff_threshold=squad_task.parse_threshold(FLAGS.null_score_diff_threshold))
-    results = squad_task.run_squad(options, training_flags.run_config_from_flags(FLAGS),
-                                   training_flags.strategy_from_flags(FLAGS))
+    with run_lock.output_lock(FLAGS.output_dir):
+        results = squad_task.run_squad(options, training_flags.run_config_from_flags(FLAGS),
+                                       training_flags.strategy_from_flags(FLAGS))
     for key, value in sorted(results.get("eval", {}).items()):
         print(f"{key} = {value}")
 

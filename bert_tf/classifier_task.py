@@ -97,13 +97,24 @@ class ClassifierTask(finetuning.EncoderTask):
         return out
 
 
-def write_test_results(path: str, rows: Iterable[np.ndarray]) -> int:
+def write_test_results(path: str, rows: Iterable[np.ndarray], num_examples: int | None = None,
+                       source: str = "") -> int:
     """One line per example: tab-separated values (class probabilities, or one score).
+
+    Args:
+      path: test_results.tsv.
+      rows: the predictions of the real examples.
+      num_examples: how many there must be: with another count nothing is written (a file of
+        records changed during the run, e.g. cut by another process) and `source` is named.
+      source: the records the rows were predicted from.
 
     Returns:
       the number of lines written.
     """
     lines = ["\t".join(str(v) for v in np.atleast_1d(row).astype(np.float32)) + "\n" for row in rows]
+    if num_examples is not None and len(lines) != num_examples:
+        raise UserError(f"{source}: {len(lines)} predictions for {num_examples} examples; {path} is "
+                         "not written (was the file changed during the run?); run again to rebuild it")
     finetuning.write_lines(path, lines)
     return len(lines)
 
@@ -165,7 +176,8 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(
         task, options.data_dir, run_config.output_dir, options.max_seq_length,
-        options.create_tokenizer(run_config.init_checkpoint), options.tokenizer_files, options.do_lower_case)
+        options.create_tokenizer(run_config.init_checkpoint, bert_config), options.tokenizer_files,
+        options.do_lower_case)
     loop_task = ClassifierTask(bert_config, task.num_labels, task.regression)
     out: dict[str, Any] = {}
     if options.do_train:
@@ -179,13 +191,14 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         out["eval"] = _evaluate(task, loop_task, run_config, cache, strategy,
                                 options.trim_features())
     if options.do_predict:
-        input_fn = cache.input_fn(cache.records("test"), is_training=False,
-                                  trim_features=options.trim_features())
+        split = cache.records("test")
+        input_fn = cache.input_fn(split, is_training=False, trim_features=options.trim_features())
         rows = (r["predictions"] if task.regression else r["probabilities"]
                 for r in training.predict(loop_task, run_config, input_fn, strategy)
                 if r["is_real_example"] > 0)
         out["num_predictions"] = write_test_results(
-            os.path.join(run_config.output_dir, "test_results.tsv"), rows)
+            os.path.join(run_config.output_dir, "test_results.tsv"), rows, split.num_examples,
+            split.path)
     if options.export_dir:
         model = training.load_model(loop_task, run_config)
         out["export_dir"] = serving.export_classifier(model, options.export_dir, task.labels,

@@ -180,9 +180,15 @@ def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, sp
     rows = training.predict(task, run_config, input_fn(split, max_seq_length, False,
                                                        options=options), strategy)
     predicted = np.zeros([split.features.num_windows, max_seq_length], np.int32)
+    count = 0
     for i, row in zip(range(split.features.num_windows), rows):
         # A trimmed batch predicts its own length; positions past it are padding, never read.
         predicted[i, :len(row["predicted_ids"])] = row["predicted_ids"]
+        count += 1
+    if count != split.features.num_windows:
+        raise UserError(f"{split.record_path}: {count} windows predicted for "
+                        f"{split.features.num_windows} written (was the file changed during the "
+                        "run?); no predictions are written")
     per_sentence = tagging.stitch_predictions(
         split.features, predicted, [len(s.words) for s in split.sentences])
     names = np.asarray(labels, dtype=object)
@@ -220,7 +226,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
              if options.do_train else None)
     labels = resolve_labels(options, output_dir, train)
     finetuning.write_label_list(output_dir, labels)
-    tokenizer = options.create_tokenizer(run_config.init_checkpoint)
+    tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
     task = TaggingTask(bert_config, len(labels))
     out: dict[str, Any] = {"labels": labels, "files": {}}
 

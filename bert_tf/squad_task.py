@@ -182,8 +182,9 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                      options.predict_file if options.do_predict else None):
             if path:
                 squad.check_conversion_keeps_offsets(path, convert)
-    task = SpanTask(options.load_bert_config(run_config))
-    tokenizer = options.create_tokenizer(run_config.init_checkpoint)
+    bert_config = options.load_bert_config(run_config)
+    task = SpanTask(bert_config)
+    tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
     out: dict[str, Any] = {}
     if options.do_train:
         cached = squad_records.cached_records(options.train_file, run_config.output_dir, True,

@@ -19,7 +19,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import datasets, tfrecord
+from bert_tf import filesystem
+from bert_tf.data import datasets, file_checks, tfrecord
 from bert_tf.data import features as record_schemas
 from bert_tf.data.classification import InputExample, TaskSpec, read_examples
 from bert_tf.errors import UserError
@@ -81,11 +82,11 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
     lengths = np.zeros(n, np.int32)
     for i, example in enumerate(examples):
         ids_a = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_a))
-        if example.text_b is None:
+        ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_b)) if example.text_b else []
+        if not ids_b:  # the original's `if tokens_b`: an empty second text packs as a single one
             ids = [cls_id, *ids_a[:max_seq_length - 2], sep_id]
             len_first = len(ids)
         else:
-            ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_b))
             keep_a, keep_b = truncate_pair_lengths(len(ids_a), len(ids_b), max_seq_length - 3)
             ids = [cls_id, *ids_a[:keep_a], sep_id, *ids_b[:keep_b], sep_id]
             len_first = keep_a + 2
@@ -147,15 +148,45 @@ def log_examples(examples: Sequence[InputExample], features: dict[str, np.ndarra
                      features["segment_ids"][i, :length].tolist(), examples[i].label)
 
 
-def write_records(path: str, features: dict[str, np.ndarray], schema: record_schemas.Schema) -> None:
-    """Writes packed features as a TFRecord file, atomically (temp name, then rename)."""
+def write_records(path: str, features: dict[str, np.ndarray], schema: record_schemas.Schema) -> dict:
+    """Writes packed features as a TFRecord file, atomically (temp name, then rename).
+
+    Returns:
+      The file's `file_checks.Summary` as a dict (bytes, CRC-32, records), to check it on reuse.
+    """
     values = {name: array.reshape(len(array), -1) for name, array in features.items()}
     data, offsets = schema.encode_batch(values)
     framed, _ = tfrecord.frame_records(data, offsets)
+    summary = file_checks.Summary()
+    summary.update(framed, len(offsets) - 1)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with filesystem.writing(tmp), open(tmp, "wb") as f:
         f.write(framed.tobytes())
     os.replace(tmp, path)
+    return summary.as_dict()
+
+
+def read_cache_meta(path: str, key: str) -> dict | None:
+    """The `.json` sidecar of cached records `path` if it was written for fingerprint `key` and
+    the records are intact (size and CRC-32 as written); else None, with one log line saying why
+    the cache is rebuilt."""
+    meta_path = path + ".json"
+    if not (os.path.isfile(path) and os.path.isfile(meta_path)):
+        return None
+    try:
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        logging.warning("Rebuilding %s: its sidecar %s is unreadable (%s)", path, meta_path, e)
+        return None
+    if not isinstance(meta, dict) or meta.get("fingerprint") != key:
+        return None
+    for name, expected in meta.get("files", {path: None}).items():
+        reason = file_checks.mismatch(os.path.join(os.path.dirname(path), name), expected)
+        if reason is not None:
+            logging.warning("Rebuilding %s: %s: %s", path, name, reason)
+            return None
+    return meta
 
 
 class CachedSplit(NamedTuple):
@@ -193,21 +224,20 @@ class FeatureCache:
                           self.tokenizer_files, self.do_lower_case,
                           getattr(self.tokenizer, "conversion", "none"))
         meta_path = path + ".json"
-        if os.path.isfile(path) and os.path.isfile(meta_path):
-            with open(meta_path, encoding="utf-8") as f:
-                meta = json.load(f)
-            if meta.get("fingerprint") == key:
-                logging.info("Reusing %s (%d examples)", path, meta["num_examples"])
-                return CachedSplit(path, meta["num_examples"])
+        meta = read_cache_meta(path, key)
+        if meta is not None:
+            logging.info("Reusing %s (%d examples, size and CRC-32 checked)", path, meta["num_examples"])
+            return CachedSplit(path, meta["num_examples"])
         examples = read_examples(self.task, self.data_dir, split)
         packed = convert_examples(examples, self.task, self.max_seq_length, self.tokenizer)
         log_examples(examples, packed, self.tokenizer)
         os.makedirs(self.output_dir, exist_ok=True)
-        write_records(path, packed, self.schema)
+        written = write_records(path, packed, self.schema)
         tmp = f"{meta_path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
             json.dump({"fingerprint": key, "num_examples": len(examples), "split": split,
-                       "task": self.task.name, "max_seq_length": self.max_seq_length}, f, indent=1)
+                       "task": self.task.name, "max_seq_length": self.max_seq_length,
+                       "files": {os.path.basename(path): written}}, f, indent=1)
         os.replace(tmp, meta_path)
         logging.info("Wrote %d %s examples to %s", len(examples), split, path)
         return CachedSplit(path, len(examples))
