@@ -31,7 +31,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
     py_modules=sorted(set(SCRIPTS.values())),
-    install_requires=["numpy>=1.23", "sentencepiece>=0.1.99", "absl-py>=1.0"],
+    # filelock: one run per output directory (bert_tf/run_lock.py), in every script; 4.x starts
+    # over when the file it locked was unlinked meanwhile, so deleting it at release is safe.
+    install_requires=["numpy>=1.23", "sentencepiece>=0.1.99", "absl-py>=1.0", "filelock>=4.0"],
     extras_require={
         "cpu": ["tensorflow-cpu>=2.16"],
         "gpu": ["tensorflow[and-cuda]>=2.16"],

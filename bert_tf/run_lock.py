@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import hashlib
 import json
 import os
@@ -88,13 +89,21 @@ def output_lock(directory: str, flag: str = "--output_dir", name: str = LOCK_NAM
         logging.info("%s: %s has no file locks; only runs on this machine are kept out (lock %s)",
                      flag, directory, path)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    lock = filelock.FileLock(path, timeout=0)
+    # No soft (existence) lock where flock(2) is missing: it would outlive a killed run.
+    lock = filelock.FileLock(path, timeout=0, fallback_to_soft=False)
     owner = path + OWNER_SUFFIX
     try:
         lock.acquire()
     except filelock.Timeout:
         raise UserError(f"{flag}={directory} is in use by another run ({_describe(owner)}); wait for "
                         f"it to end or give another {flag}") from None
+    except OSError as e:
+        if e.errno not in (errno.ENOSYS, errno.ENOTSUP, errno.ENOLCK):
+            raise
+        logging.warning("%s: the file system of %s has no file locks (%s); this run is not "
+                        "protected from a second one", flag, path, e.strerror)
+        yield
+        return
     try:
         if os.path.exists(owner):
             logging.warning("%s: taking over the lock left by a run that is no longer running (%s)",

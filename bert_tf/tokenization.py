@@ -47,7 +47,8 @@ DEFAULT_CACHE_SIZE = 200_000
 def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, int]":
     """Reads `vocab.txt`: one token per line, id = line number (surrounding whitespace stripped).
 
-    A token on two lines, an empty file and a UTF-16/32 file are refused with the file named.
+    A token on two lines (blank lines aside), an empty file and a UTF-16/32 file are refused with
+    the file named.
     """
     path = os.fspath(vocab_file)
     try:
@@ -62,7 +63,8 @@ def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, i
     if not entries:
         raise UserError(f"{vocab_file}: vocabulary file is empty")
     vocab = collections.OrderedDict(zip(entries, itertools.count()))
-    if len(vocab) != len(entries):
+    # Blank lines (the empty token, which text never produces) keep their ids, as the original's.
+    if len(vocab) != len(entries) and len(set(entries) - {""}) != len(entries) - entries.count(""):
         raise UserError(f"{vocab_file}: {_duplicates(entries)}; each token must be on one line "
                         "only (a repeated token leaves an id that is never used, and the ids "
                         "reach past the model's vocab_size)")
@@ -74,7 +76,7 @@ def _duplicates(tokens: tuple[str, ...]) -> str:
     first_line: dict[str, int] = {}
     repeats = []
     for line, token in enumerate(tokens, 1):
-        if token in first_line:
+        if token and token in first_line:
             repeats.append((token, first_line[token], line))
         first_line.setdefault(token, line)
     token, first, again = repeats[0]
@@ -92,8 +94,9 @@ def check_special_tokens(vocab, needed: Iterable[str], source: str, purpose: str
 
 def check_vocab_size(vocab, vocab_size: int, source: str) -> None:
     """Raises `UserError` if the vocabulary has ids the model's embedding table lacks."""
-    if len(vocab) > vocab_size:
-        raise UserError(f"{source}: {len(vocab)} tokens, but the model's config has vocab_size "
+    size = max(vocab.values()) + 1  # blank lines hold ids too
+    if size > vocab_size:
+        raise UserError(f"{source}: {size} tokens, but the model's config has vocab_size "
                         f"{vocab_size}: ids from {vocab_size} on have no embedding; use the "
                         "vocabulary the model was trained with (or a config that fits it)")
 
