@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_config, tokenization, training
+from bert_tf import filesystem, model_config, tokenization, training
 from bert_tf.config import BertConfig
 from bert_tf.errors import UserError
 from bert_tf.data import datasets
@@ -130,7 +130,7 @@ def epochs_run_config(run_config: training.RunConfig, options: FinetuningOptions
 def write_lines(path: str, lines: Iterable[str]) -> None:
     """Writes `lines` (each ending in a newline) to the local `path`: a temp name, then rename."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
         f.writelines(lines)
     os.replace(tmp, path)
 

@@ -27,7 +27,7 @@ from typing import Iterator, NamedTuple, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import filesystem, tokenization
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 from bert_tf.metrics import tagging as tag_metrics
 
@@ -400,7 +400,7 @@ def write_predictions(source_path: str, output_path: str, data_format: str,
     if next(flat, None) is not None:
         raise UserError(f"{source_path}: fewer words than predictions")
     tmp = f"{output_path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as out:
+    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8", newline="") as out:
         out.writelines(lines)
     os.replace(tmp, output_path)
     return sum(len(tags) for tags in predicted_tags)
