@@ -166,29 +166,6 @@ def write_records(path: str, features: dict[str, np.ndarray], schema: record_sch
     return summary.as_dict()
 
 
-def read_cache_meta(path: str, key: str) -> dict | None:
-    """The `.json` sidecar of cached records `path` if it was written for fingerprint `key` and
-    the records are intact (size and CRC-32 as written); else None, with one log line saying why
-    the cache is rebuilt."""
-    meta_path = path + ".json"
-    if not (os.path.isfile(path) and os.path.isfile(meta_path)):
-        return None
-    try:
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        logging.warning("Rebuilding %s: its sidecar %s is unreadable (%s)", path, meta_path, e)
-        return None
-    if not isinstance(meta, dict) or meta.get("fingerprint") != key:
-        return None
-    for name, expected in meta.get("files", {path: None}).items():
-        reason = file_checks.mismatch(os.path.join(os.path.dirname(path), name), expected)
-        if reason is not None:
-            logging.warning("Rebuilding %s: %s: %s", path, name, reason)
-            return None
-    return meta
-
-
 class CachedSplit(NamedTuple):
     """A split's records on disk: the TFRecord path and its number of (real) examples."""
 
@@ -224,7 +201,7 @@ class FeatureCache:
                           self.tokenizer_files, self.do_lower_case,
                           getattr(self.tokenizer, "conversion", "none"))
         meta_path = path + ".json"
-        meta = read_cache_meta(path, key)
+        meta = file_checks.read_cache_meta(path, key)
         if meta is not None:
             logging.info("Reusing %s (%d examples, size and CRC-32 checked)", path, meta["num_examples"])
             return CachedSplit(path, meta["num_examples"])

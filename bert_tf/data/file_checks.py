@@ -5,14 +5,19 @@ A cache (the fine-tuning `*.tf_record` files, SQuAD's `.npz` sidecar) or a part 
 written: a file cut at a record boundary or mid-record, or with flipped bytes, is rebuilt (one
 log line says why) instead of being trained on, predicted from or copied into an output.
 
-The check reads the file once: zlib's CRC-32 runs at several GB/s, so it costs about what reading
-the file costs (`benchmarks/file_checks.py` prints the figure); the size check alone is a `stat`.
+The check reads the file once and runs zlib's CRC-32 over it: a fraction of what writing the file
+cost (`benchmarks/file_checks.py` prints the figures); the size check alone is a `stat`.
+The caches keep the summaries in their `.json` sidecar (`read_cache_meta`), the parts in their
+block's done marker (`pretraining_output.finished_block`).
 """
 
 from __future__ import annotations
 
+import json
 import zlib
 from typing import Iterable, Mapping
+
+from absl import logging
 
 from bert_tf import filesystem
 
@@ -80,3 +85,26 @@ def mismatch(path: str, expected: Mapping[str, int] | None) -> str | None:
     if crc != expected["crc32"]:
         return "CRC-32 differs from the one recorded when it was written (bytes changed)"
     return None
+
+
+def read_cache_meta(path: str, key: str) -> dict | None:
+    """The `.json` sidecar of cached records `path` if it was written for fingerprint `key` and
+    the records are intact (size and CRC-32 as written); else None, with one log line saying why
+    the cache is rebuilt."""
+    meta_path = path + ".json"
+    if not (filesystem.exists(path) and filesystem.exists(meta_path)):
+        return None
+    try:
+        with filesystem.open_read(meta_path) as f:
+            meta = json.loads(f.read())
+    except (ValueError, UnicodeDecodeError) as e:
+        logging.warning("Rebuilding %s: its sidecar %s is unreadable (%s)", path, meta_path, e)
+        return None
+    if not isinstance(meta, dict) or meta.get("fingerprint") != key:
+        return None
+    for name, expected in meta.get("files", {path: None}).items():
+        reason = mismatch(filesystem.join(filesystem.dirname(path), name), expected)
+        if reason is not None:
+            logging.warning("Rebuilding %s: %s: %s", path, name, reason)
+            return None
+    return meta

@@ -21,7 +21,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import filesystem
-from bert_tf.data import classifier_features, file_checks, squad, squad_features, squad_postprocess, tfrecord
+from bert_tf.data import file_checks, squad, squad_features, squad_postprocess, tfrecord
 from bert_tf.data import features as record_schemas
 
 # Bump when the record layout or the feature construction changes, so old caches are rebuilt.
@@ -143,7 +143,7 @@ def cached_records(input_file: str, output_dir: str, is_training: bool, tokenize
     path = os.path.join(output_dir, RECORD_NAMES[is_training])
     key = fingerprint(input_file, tokenizer_files, settings, is_training, seed)
     meta_path = path + ".json"
-    meta = classifier_features.read_cache_meta(path, key)
+    meta = file_checks.read_cache_meta(path, key)
     if meta is not None:
         logging.info("Reusing %s (%d questions, %d windows, size and CRC-32 checked)", path,
                      meta["num_examples"], meta["num_features"])
