@@ -238,6 +238,20 @@ def test_second_run_on_a_locked_directory_stops_naming_the_holder(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_object_store_directory_is_locked_on_this_machine(caplog):
+    """gs:// has no locks: a local file named after the path keeps out a second run here."""
+    directory = "gs://bucket-that-is-never-contacted/run"
+    path = run_lock.lock_path(directory)
+    assert not path.startswith("gs://") and path == run_lock.lock_path(directory)
+    with caplog.at_level(logging.INFO), run_lock.output_lock(directory):
+        assert os.path.exists(path)
+        with pytest.raises(UserError, match=f"--output_dir={directory} is in use"):
+            with run_lock.output_lock(directory):
+                pass
+    assert not os.path.exists(path)
+    assert any("has no file locks; only runs on this machine" in r.message for r in caplog.records)
+
+
 def test_concurrent_scripts_one_error_line(corpus, tmp_path):
     """A second create_pretraining_data.py / run_pretraining.py on a directory in use stops at once."""
     out = tmp_path / "out.tfrecord"
