@@ -137,3 +137,16 @@ def test_squad_answer_with_empty_text_is_named(tmp_path):
     with pytest.raises(SquadFormatError, match=f"{path}: question q1: the answer's text is empty "
                                                r"\(answer_start=4\)"):
         squad.read_squad_examples(str(path), True)
+
+
+def test_pretraining_records_with_ids_past_vocab_size_are_refused(tmp_path):
+    from bert_tf import pretraining_task
+    from bert_tf.data import features
+    from pretraining_records import PRED, SEQ, pretraining_arrays, write_records
+
+    path = write_records(tmp_path / "train.tfrecord", pretraining_arrays(4, 0))
+    schema = features.pretraining_schema(SEQ, PRED)
+    pretraining_task._check_first_record([path], schema, vocab_size=99)
+    with pytest.raises(UserError, match=f"{path}: the first record holds token id 88, but the "
+                                        "model's config has vocab_size 50"):
+        pretraining_task._check_first_record([path], schema, vocab_size=50)
