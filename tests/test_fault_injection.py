@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -351,3 +352,14 @@ def test_writing_gives_a_path_to_errors_without_one(tmp_path):
         raise OSError(28, "No space left on device")
     assert caught.value.filename == str(tmp_path / "x") and isinstance(caught.value, OSError)
     assert cli.user_error_message(caught.value) == f"{tmp_path / 'x'}: No space left on device"
+
+
+def test_ner_predictions_need_every_window(monkeypatch):
+    from bert_tf import ner_task
+
+    split = types.SimpleNamespace(features=types.SimpleNamespace(num_windows=3),
+                                  record_path="predict.tf_record", sentences=[])
+    rows = [{"predicted_ids": np.zeros(4, np.int32)}] * 2  # a window short
+    monkeypatch.setattr(ner_task.training, "predict", lambda *a, **k: iter(rows))
+    with pytest.raises(UserError, match="predict.tf_record: 2 windows predicted for 3 written"):
+        ner_task.predict_tags(None, None, None, split, ["O"], 4)
