@@ -119,7 +119,7 @@ def test_static_shapes_turn_dynamic_padding_off_under_xla_and_tpu(tiny_config, t
         dataset = input_fns.pop()(tf.distribute.InputContext(), 2)
         return dataset.element_spec["input_ids"].shape.as_list()
 
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         assert train_batch_shape() == [2, None]
         assert "--dynamic_padding" not in caplog.text
         assert train_batch_shape(use_xla=True) == [2, 13]
@@ -127,7 +127,7 @@ def test_static_shapes_turn_dynamic_padding_off_under_xla_and_tpu(tiny_config, t
         "--dynamic_padding and --group_by_length are off under --use_xla: every batch keeps the "
         "--max_seq_length shape (one compilation)"]
     tpu = tf.distribute.TPUStrategy.__new__(tf.distribute.TPUStrategy)  # only its type is read
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         off = finetuning.static_shape_options(options, training.RunConfig(output_dir="x"), tpu)
     assert (off.dynamic_padding, off.group_by_length) == (False, False)
     assert "under --use_tpu" in caplog.text
