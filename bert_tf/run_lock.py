@@ -85,6 +85,9 @@ def output_lock(directory: str, flag: str = "--output_dir", name: str = LOCK_NAM
         yield
         return
     path = lock_path(directory, name)
+    if not filesystem.scheme(directory) and os.path.exists(directory) and not os.path.isdir(directory):
+        raise UserError(f"{flag}={directory} is an existing file, not a directory: give a "
+                        "directory (created if missing)")
     if filesystem.scheme(directory):
         logging.info("%s: %s has no file locks; only runs on this machine are kept out (lock %s)",
                      flag, directory, path)
