@@ -99,7 +99,7 @@ def test_unreadable_classifier_sidecar_is_rebuilt(glue_tokenizer, tmp_path, capl
 def test_intact_cache_is_reused(glue_tokenizer, tmp_path, monkeypatch):
     cache = _classifier_cache(glue_tokenizer, tmp_path)
     cache.records("dev")
-    monkeypatch.setattr(classifier_features, "write_records", None)  # a rebuild would fail
+    monkeypatch.setattr(classifier_features, "convert_examples", None)  # a rebuild would fail
     assert cache.records("dev").num_examples > 0
 
 
