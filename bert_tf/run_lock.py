@@ -43,6 +43,7 @@ OWNER_SUFFIX = ".owner.json"
 # `name.tmp<pid>`, `name.tmp-<pid>.npz`, `ckpt-N_temp/` (TensorFlow's sharded save),
 # `.export.tmp-<hex>` (SavedModel exports), `.tmp-<name>-<hex>` (checkpoint conversions).
 DEAD_TEMPORARY = re.compile(r"(\.tmp-?\d+(\.npz)?|^ckpt-\d+_temp|^\..+\.tmp-[0-9a-f]{8,}|^\.tmp-.+-[0-9a-f]{8})$")
+_EXPORT_TEMPORARY = re.compile(r"^\.(.+)\.tmp-[0-9a-f]{8,}$")
 
 
 def is_chief_process() -> bool:
@@ -157,6 +158,12 @@ def remove_dead_temporaries(directory: str) -> list[str]:
         if not DEAD_TEMPORARY.search(name):
             continue
         path = os.path.join(directory, name)
+        export = _EXPORT_TEMPORARY.match(name)
+        if export and os.path.isdir(path) and not os.path.exists(os.path.join(directory, export.group(1))):
+            # A kill between an export's two renames leaves it only here: keep it.
+            logging.warning("Keeping %s: %s is missing, so it may be that export's only copy",
+                            path, export.group(1))
+            continue
         logging.info("Deleting %s, left by a run that did not finish", path)
         if os.path.isdir(path):
             filesystem.delete_tree(path)
