@@ -1,5 +1,5 @@
 """ALBERT's checkpoint names: google-research/albert's TF1 names and Hugging Face's, as they differ
-from BERT's (checkpoints.py holds the one name map and composes it from these pieces).
+from BERT's (name_map.py holds the one name map and composes it from these pieces).
 
 TF1 block scopes, under `bert/encoder/transformer/group_{g}/inner_group_{k}/`, for the BERT
 scopes under `bert/encoder/layer_{i}/`:

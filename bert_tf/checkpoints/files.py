@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import hf_weights
+from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import UserError
 
 KIND_TF1, KIND_BERT_TF, KIND_HF = "tf1", "bert_tf", "huggingface"

@@ -16,9 +16,9 @@ from typing import Callable
 
 import numpy as np
 
-from bert_tf.albert import checkpoint_names as albert_names
-from bert_tf.albert.config import AlbertConfig, albert_config_from_hf
-from bert_tf.config import BertConfig, ConfigError, hf_hidden_act
+from bert_tf.checkpoints import albert_names
+from bert_tf.model.albert.config import AlbertConfig, albert_config_from_hf
+from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

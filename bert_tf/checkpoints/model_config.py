@@ -19,12 +19,25 @@ from __future__ import annotations
 import os
 import re
 
-from bert_tf import hf_weights
-from bert_tf.config import BertConfig, load_model_config
+from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.albert import config as albert_config
+from bert_tf.model.config import BertConfig, read_config_json
 
 BERT_CONFIG_FILE = "bert_config.json"
 ALBERT_CONFIG_FILE = "albert_config.json"  # beside google-research/albert's checkpoints
+
+
+def load_model_config(path: str | os.PathLike) -> BertConfig:
+    """Reads a `bert_config.json` or an ALBERT `albert_config.json`: the one place that decides.
+
+    Returns:
+      an `AlbertConfig` (a BertConfig subclass) when the file has ALBERT keys (`embedding_size`,
+      `num_hidden_groups`, ...), else a BertConfig.
+    """
+    values = read_config_json(path)
+    cls = albert_config.AlbertConfig if albert_config.is_albert_dict(values) else BertConfig
+    return cls._from_file_values(values, path)
 
 
 def load_config_file(path: str) -> BertConfig:

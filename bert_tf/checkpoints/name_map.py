@@ -27,14 +27,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoint_files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WORDS,  # noqa: F401
-                                      OBJECT_VALUE_SUFFIX, CheckpointError, LazyArrays,
-                                      ObjectCheckpoint, read_arrays, resolve_checkpoint,
-                                      write_tf1_checkpoint)
-from bert_tf.albert import checkpoint_names as albert_names
-from bert_tf.albert.config import AlbertConfig
-from bert_tf.albert.modeling import AlbertEncoder
-from bert_tf.hf_weights import bert_config_from_hf
+from bert_tf.checkpoints import albert_names
+from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WORDS,
+                                       OBJECT_VALUE_SUFFIX, CheckpointError, LazyArrays,
+                                       ObjectCheckpoint, read_arrays, resolve_checkpoint,
+                                       write_tf1_checkpoint)
+from bert_tf.checkpoints.hf_weights import bert_config_from_hf
+from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model.albert.modeling import AlbertEncoder
 from bert_tf.modeling import BertEncoder
 
 # Original TF1 names of the encoder (under "bert/") → attribute paths on a BertEncoder.
@@ -66,7 +66,7 @@ _LAYER_NAMES = {  # under "bert/encoder/layer_{i}/" → under transformer_layers
 _POOLER_NAMES = {"pooler/dense/kernel": "pooler.kernel", "pooler/dense/bias": "pooler.bias"}
 
 
-_HEAD_NAMES = {  # model attribute (heads.py) → {original TF1 name: attribute path on the head}
+_HEAD_NAMES = {  # model attribute (model/heads.py) → {original TF1 name: attribute path on the head}
     "masked_lm": {"cls/predictions/transform/dense/kernel": "transform.kernel",
                   "cls/predictions/transform/dense/bias": "transform.bias",
                   "cls/predictions/transform/LayerNorm/gamma": "layer_norm.gamma",
@@ -162,7 +162,7 @@ def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
 
 
 def model_mappings(model) -> list[WeightMapping]:
-    """The whole name map of `model`: its encoder, then whichever heads (heads.py) it has."""
+    """The whole name map of `model`: its encoder, then whichever heads (model/heads.py) it has."""
     mappings = encoder_mappings(find_encoder(model))
     for attribute, names in _HEAD_NAMES.items():
         head = getattr(model, attribute, None)
@@ -197,7 +197,7 @@ def init_from_checkpoint(model, path: str | os.PathLike) -> CheckpointReport:
     """Loads any checkpoint a BERT user has into `model`; the single entry point.
 
     Args:
-      model: a BertEncoder or a model of models.py (an `.encoder` plus heads). The encoder is
+      model: a BertEncoder or a model of model/models.py (an `.encoder` plus heads). The encoder is
         always loaded; each head is loaded when the checkpoint has it.
       path: an original TF1 checkpoint prefix or a directory holding one, a bert_tf output_dir or
         checkpoint prefix, or a Hugging Face directory (see `resolve_checkpoint`).
@@ -308,7 +308,7 @@ def _variable_paths(root) -> dict[int, tuple[str, object]]:
 def _load_object_checkpoint(model, prefix: str) -> CheckpointReport:
     """Restores a bert_tf checkpoint by object path: the encoder always, heads when present.
 
-    The checkpoint may hold an encoder alone or any model of models.py, saved as
+    The checkpoint may hold an encoder alone or any model of model/models.py, saved as
     `tf.train.Checkpoint(model=..., optimizer=..., ...)`.
     """
     ckpt = ObjectCheckpoint(prefix)
@@ -355,7 +355,7 @@ def export_google_checkpoint(model, prefix: str | os.PathLike,
     config; `albert_config.json` for ALBERT, as google-research/albert names it), plus a copy of `vocab_file` as `vocab.txt` when given, into prefix's directory.
 
     Args:
-      model: a BertEncoder or a model of models.py; its heads are written under their TF1 names.
+      model: a BertEncoder or a model of model/models.py; its heads are written under their TF1 names.
       prefix: e.g. "exported/bert_model.ckpt".
       vocab_file: the vocabulary to ship alongside.
 

@@ -20,11 +20,12 @@ import keras
 import numpy as np
 from absl import logging
 
-from bert_tf import checkpoints, tokenization
-from bert_tf.checkpoint_files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
-                                      write_tf1_checkpoint)
-from bert_tf.config import BertConfig
+from bert_tf import tokenization
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
+                                       write_tf1_checkpoint)
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.config import BertConfig
 
 MODES = ("unused", "append")
 WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
@@ -79,7 +80,7 @@ def _checkpoint_arrays(path: str, config: BertConfig) -> dict[str, np.ndarray]:
     """Every weight of a checkpoint under its TF1 name (optimizer state left out)."""
     kind, location = resolve_checkpoint(path)
     if kind == KIND_BERT_TF:  # names come from a model: load one with both pretraining heads
-        from bert_tf import models  # noqa: PLC0415 (only this kind needs a model)
+        from bert_tf.model import models  # noqa: PLC0415 (only this kind needs a model)
         model = models.pretraining_model(config)
         report = checkpoints.init_from_checkpoint(model, location)
         loaded = set(report.loaded)

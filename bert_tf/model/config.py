@@ -136,20 +136,6 @@ def read_config_json(path: str | os.PathLike) -> dict[str, Any]:
     return values
 
 
-def load_model_config(path: str | os.PathLike) -> BertConfig:
-    """Reads a `bert_config.json` or an ALBERT `albert_config.json`: the one place that decides.
-
-    Returns:
-      an `AlbertConfig` (a BertConfig subclass) when the file has ALBERT keys (`embedding_size`,
-      `num_hidden_groups`, ...), else a BertConfig.
-    """
-    from bert_tf.albert import config as albert_config  # noqa: PLC0415 (it imports this module)
-
-    values = read_config_json(path)
-    cls = albert_config.AlbertConfig if albert_config.is_albert_dict(values) else BertConfig
-    return cls._from_file_values(values, path)
-
-
 def hf_hidden_act(values: Mapping[str, Any], source: str, default: str) -> str:
     """Checks what a Hugging Face config.json sets beyond our keys; returns our `hidden_act`.
 

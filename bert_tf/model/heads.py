@@ -23,7 +23,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 from bert_tf.modeling import Dense, LayerNorm, get_activation
 
 # The original's classifier and SQuAD heads use this stddev and dropout whatever the config says.

@@ -12,9 +12,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf import heads, modeling
-from bert_tf.albert.modeling import build_encoder
-from bert_tf.config import BertConfig
+from bert_tf import modeling
+from bert_tf.model import heads
+from bert_tf.model.albert.modeling import build_encoder
+from bert_tf.model.config import BertConfig
 
 
 class _EncoderModel(keras.Model):

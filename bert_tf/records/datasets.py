@@ -20,11 +20,13 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
-from bert_tf.data.features import Schema
 from bert_tf.errors import MissingFileError
+from bert_tf.records.features import Schema
 
 # Records held for shuffling (serialized, ~1.5 kB each at max_seq_length 128).
 DEFAULT_SHUFFLE_BUFFER = 10000
+# Records held for shuffling a fine-tuning training split (~1.5 kB each at max_seq_length 128).
+MAX_SHUFFLE_BUFFER = 100_000
 # Files read at once in training.
 DEFAULT_CYCLE_LENGTH = 8
 # Trimmed lengths are rounded up to a multiple of this: few distinct shapes, fewer oneDNN plans.
@@ -82,7 +84,7 @@ def record_dataset(input_patterns: str | Sequence[str], schema: Schema, batch_si
 
     Args:
         input_patterns: comma-separated globs, files or directories (see resolve_input_files).
-        schema: the records' schema (`bert_tf.data.features`); the first record of every file is
+        schema: the records' schema (`bert_tf.records.features`); the first record of every file is
             checked against it.
         batch_size: examples per batch (the per-replica batch under a strategy).
         is_training: shuffle + repeat forever (True), or one pass in order (False).

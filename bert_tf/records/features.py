@@ -1,7 +1,8 @@
 """Every TFRecord schema, defined once: names, lengths and dtypes, with its writer and its reader.
 
 A `Schema` is a tuple of `Feature(name, length, dtype, flag)`. Writers call `schema.encode(values)`
-(one record) or `schema.encode_batch(arrays)` (many, vectorised, no TensorFlow needed); readers map
+(one record) or `schema.encode_batch(arrays)` (many, vectorised, no TensorFlow needed; `write_records`
+writes a file of them); readers map
 `schema.parse_fn()` over a `tf.data.TFRecordDataset`; tests use `schema.to_tf_example` and
 `schema.decode`. The bytes are exactly those of `tf.train.Example.SerializeToString(deterministic=True)`
 (features in name order), so the original's readers read our records and ours read theirs.
@@ -21,8 +22,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from bert_tf.data import tfrecord
 from bert_tf.errors import UserError
+from bert_tf.records import tfrecord
 
 INT64 = "int64"
 FLOAT32 = "float32"
@@ -171,6 +172,17 @@ class Schema:
 # every byte is used). Joining the blocks side by side and reading the valid bytes in row-major
 # order gives the records back to back: one boolean selection instead of a scatter per part.
 _Block = tuple  # (bytes uint8 [R, w], valid bool [R, w] or None)
+
+
+def write_records(path: str, features: dict[str, np.ndarray], schema: Schema) -> None:
+    """Writes packed features as a TFRecord file, atomically (temp name, then rename)."""
+    values = {name: array.reshape(len(array), -1) for name, array in features.items()}
+    data, offsets = schema.encode_batch(values)
+    framed, _ = tfrecord.frame_records(data, offsets)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(framed.tobytes())
+    os.replace(tmp, path)
 
 
 def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:

@@ -6,7 +6,7 @@ word at a time. Those per-word steps work character by character and never look 
 or an ideograph, so here they run on the whole line (or many lines) with C string operations:
 `str.translate` tables and regex classes built once per process from Python's category table,
 `str.lower`, `unicodedata.normalize`, `str.split`. A pure-ASCII line needs only `str.lower` and
-`str.split` (`ascii_unit_text`). `tests/test_tokenization.py` checks every table against the
+`str.split` (`ascii_unit_text`). `tests/text/test_tokenization.py` checks every table against the
 reference predicates on all code points and every function against the reference on awkward
 text. The second half, WordPiece, is `fast_wordpiece.py`.
 """

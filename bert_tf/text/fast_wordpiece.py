@@ -1,5 +1,5 @@
 """Exact fast building blocks of the default WordPiece path: a forward-scanning greedy matcher
-and a bounded memo. Neither changes results; `tests/test_tokenization.py` checks both against the
+and a bounded memo. Neither changes results; `tests/text/test_tokenization.py` checks both against the
 reference implementation in `bert_tf.tokenization`.
 """
 

@@ -7,7 +7,7 @@ line per document, punctuation, numbers, years, names and invented technical wor
 several word pieces. Everything is drawn from a grammar and word lists in this file, so the text is ours
 and the same seed always gives the same bytes.
 
-    python -m bert_tf.sample_text --bytes 500000 --out demo/data/corpus.txt
+    python -m bert_tf.text.sample_text --bytes 500000 --out demo/data/corpus.txt
 """
 
 from __future__ import annotations

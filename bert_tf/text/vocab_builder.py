@@ -29,10 +29,11 @@ from typing import Callable, Iterable, Iterator, Sequence
 import sentencepiece
 from absl import logging
 
-from bert_tf import fast_basic, tokenization
-from bert_tf.chinese.conversion import make_converter
-from bert_tf.data.pretraining_input import expand_input_patterns
+from bert_tf import tokenization
 from bert_tf.errors import UserError
+from bert_tf.filesystem import expand_input_patterns
+from bert_tf.text import fast_basic
+from bert_tf.text.chinese.conversion import make_converter
 
 SPECIAL_AFTER_UNUSED = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # At most this share of the non-special entries goes to single characters; rarer characters
@@ -56,7 +57,7 @@ class VocabBuildConfig:
     num_unused: int = 99
     min_frequency: int = 2
     spm_model_prefix: str | None = None
-    chinese_conversion: str = "none"  # t2s / s2t applied to every line (bert_tf.chinese.conversion)
+    chinese_conversion: str = "none"  # t2s / s2t applied to every line (bert_tf.text.chinese.conversion)
 
     def __post_init__(self):
         reserved = 1 + self.num_unused + len(SPECIAL_AFTER_UNUSED)

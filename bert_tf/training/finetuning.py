@@ -19,11 +19,12 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import model_config, tokenization, training
-from bert_tf.config import BertConfig
+from bert_tf import tokenization
+from bert_tf.checkpoints import model_config
 from bert_tf.errors import UserError
-from bert_tf.data import datasets
-from bert_tf.metrics import pretraining as pretraining_metrics
+from bert_tf.model.config import BertConfig
+from bert_tf.records import datasets
+from bert_tf.training import log as training_log, loop as training
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 LABEL_LIST_FILE = "label_list.txt"
@@ -48,13 +49,13 @@ class FinetuningOptions:
     do_predict: bool = False
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
-    chinese_conversion: str = "none"  # t2s / s2t before tokenizing (bert_tf.chinese.conversion)
+    chinese_conversion: str = "none"  # t2s / s2t before tokenizing (bert_tf.text.chinese.conversion)
     dynamic_padding: bool = True
     group_by_length: bool = False
 
     def trim_features(self, names: Sequence[str] = MODEL_INPUTS) -> tuple[str, ...]:
         """The [B,S] features the input pipelines trim to each batch's longest sequence
-        (`bert_tf.data.datasets.trim_padding`): `names` with dynamic_padding, else none."""
+        (`bert_tf.records.datasets.trim_padding`): `names` with dynamic_padding, else none."""
         return tuple(names) if self.dynamic_padding else ()
 
     @property
@@ -71,7 +72,7 @@ class FinetuningOptions:
                          ) -> tokenization.FullTokenizer | tokenization.SentencePieceTokenizer:
         """The run's tokenizer; warns, as the original does, when `do_lower_case` contradicts the
         casing that `init_checkpoint`'s name announces (`uncased_...` / `cased_...`)."""
-        from bert_tf.chinese.conversion import with_conversion
+        from bert_tf.text.chinese.conversion import with_conversion
 
         tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
         return with_conversion(tokenization.create_tokenizer(vocab_file=self.vocab_file,
@@ -134,6 +135,6 @@ def write_label_list(output_dir: str, labels: Sequence[str]) -> str:
 
 def write_results(path: str, results: Mapping[str, object]) -> None:
     """`key = value` lines in key order (the original's eval_results.txt), also logged."""
-    pretraining_metrics.write_eval_results(path, results)
+    training_log.write_eval_results(path, results)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from absl import flags
 
-from bert_tf import distribution, training
+from bert_tf.training import distribution, loop as training
 
 Options = TypeVar("Options")
 

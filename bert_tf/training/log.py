@@ -1,8 +1,10 @@
-"""What the loop shows while it trains: a log line and TensorBoard summaries every N steps."""
+"""What the loop shows while it trains: a log line and TensorBoard summaries every N steps; and
+the original's `eval_results.txt`, which every task writes after evaluating."""
 
 from __future__ import annotations
 
 import datetime
+import os
 from typing import Mapping, Sequence
 
 import tensorflow as tf
@@ -101,3 +103,23 @@ def write_scalars(logdir: str, step: int, figures: Mapping[str, float]) -> None:
 
 def _format(value: float) -> str:
     return f"{value:.3e}" if 0 < abs(value) < 1e-3 else f"{value:.4f}"
+
+
+def format_eval_results(results: Mapping[str, object]) -> str:
+    """The original's text: one `key = value` line per key, keys sorted, values via str()."""
+    return "".join("%s = %s\n" % (key, str(results[key])) for key in sorted(results))
+
+
+def write_eval_results(path: str, results: Mapping[str, object]) -> None:
+    """Writes `format_eval_results(results)` to `path` atomically (temp name, then rename).
+
+    Works for local paths and tf.io.gfile ones (gs://). Pass numpy scalars (np.float32 metrics,
+    an int global_step) to get the original's digits.
+    """
+    directory = os.path.dirname(path)
+    if directory:
+        tf.io.gfile.makedirs(directory)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as writer:
+        writer.write(format_eval_results(results))
+    tf.io.gfile.rename(tmp, path, overwrite=True)

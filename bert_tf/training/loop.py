@@ -24,10 +24,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribution, optimization, training_steps
-from bert_tf.config import BertConfig
+from bert_tf import optimization
 from bert_tf.errors import MissingFileError, UserError
-from bert_tf.training_log import SummaryLog, summarize, write_scalars
+from bert_tf.model.config import BertConfig
+from bert_tf.training import distribution, steps as training_steps
+from bert_tf.training.log import SummaryLog, summarize, write_scalars
 
 InputFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 CHECKPOINT_NAME = "ckpt"
@@ -172,7 +173,7 @@ class _Run:
             logging.info("restored %s (global step %d)", path, int(self.global_step.numpy()))
             return True
         if self.config.init_checkpoint:
-            from bert_tf import checkpoints  # noqa: PLC0415 (heavy; only when used)
+            from bert_tf.checkpoints import name_map as checkpoints  # noqa: PLC0415 (heavy; only when used)
             with self.strategy.scope():
                 checkpoints.init_from_checkpoint(self.model, self.config.init_checkpoint)
         return False

@@ -14,12 +14,13 @@ import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from bert_tf import checkpoints, models  # noqa: E402
-from bert_tf.albert.config import AlbertConfig  # noqa: E402
-from bert_tf.albert.modeling import AlbertEncoder  # noqa: E402
-from bert_tf.checkpoint_files import CheckpointError  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.hf_weights import bert_config_from_hf  # noqa: E402
+from bert_tf.checkpoints import name_map as checkpoints  # noqa: E402
+from bert_tf.checkpoints.files import CheckpointError  # noqa: E402
+from bert_tf.checkpoints.hf_weights import bert_config_from_hf  # noqa: E402
+from bert_tf.model import models  # noqa: E402
+from bert_tf.model.albert.config import AlbertConfig  # noqa: E402
+from bert_tf.model.albert.modeling import AlbertEncoder  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.modeling import BertEncoder  # noqa: E402
 
 TOLERANCE = 1e-4

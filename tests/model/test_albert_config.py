@@ -8,11 +8,12 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-from bert_tf import training_flags
-from bert_tf.albert.config import AlbertConfig, albert_config_from_hf
-from bert_tf.albert.modeling import AlbertEncoder, AlbertLayerGroup
-from bert_tf.config import BertConfig, ConfigError, load_model_config
+from bert_tf.checkpoints.model_config import load_model_config
+from bert_tf.model.albert.config import AlbertConfig, albert_config_from_hf
+from bert_tf.model.albert.modeling import AlbertEncoder, AlbertLayerGroup
+from bert_tf.model.config import BertConfig, ConfigError
 from bert_tf.modeling import TokenLayout, TransformerBlock
+from bert_tf.training import flags as training_flags
 
 # google-research/albert's albert_base v2 albert_config.json, as released.
 ALBERT_BASE_RELEASE = {

@@ -9,12 +9,15 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, distribution, models, pretraining_task, training
-from bert_tf.albert.config import AlbertConfig
-from bert_tf.albert.modeling import AlbertEncoder
-from bert_tf.config import load_model_config
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.checkpoints.model_config import load_model_config
+from bert_tf.model import models
+from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model.albert.modeling import AlbertEncoder
+from bert_tf.tasks.pretraining import task as pretraining_task
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.training import distribution, loop as training
 from pretraining_records import TINY_CONFIG
 from tiny_models import REPO, ScriptRun, read_results, words_of_files, write_tiny_model
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf.model.config import BertConfig, ConfigError
 
 # The released BERT-Base Chinese config carries keys the model does not use; they must load.
 CHINESE_RELEASE = {

@@ -18,8 +18,9 @@ import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from bert_tf import checkpoints, models  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
+from bert_tf.checkpoints import name_map as checkpoints  # noqa: E402
+from bert_tf.model import models  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.modeling import BertEncoder  # noqa: E402
 from bert_tf.tokenization import FullTokenizer  # noqa: E402
 

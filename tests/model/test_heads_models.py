@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import heads, modeling, models
+from bert_tf import modeling
+from bert_tf.model import heads, models
 
 B, S, P = 7, 13, 3
 

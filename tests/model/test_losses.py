@@ -8,7 +8,7 @@ from distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()
 
-from bert_tf import losses  # noqa: E402
+from bert_tf.model import losses  # noqa: E402
 
 
 def numpy_ce(logits, labels):

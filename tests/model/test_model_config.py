@@ -1,4 +1,4 @@
-"""The model's config from --bert_config_file or from the checkpoint (bert_tf.model_config), and
+"""The model's config from --bert_config_file or from the checkpoint (bert_tf.checkpoints.model_config), and
 the one-line errors of bert_tf.cli."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from bert_tf import cli, model_config
-from bert_tf.config import BertConfig, ConfigError
+from bert_tf import cli
+from bert_tf.checkpoints import model_config
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.config import BertConfig, ConfigError
 from pretraining_records import TINY_CONFIG
 from tiny_models import REPO
 

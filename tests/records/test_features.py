@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import features, tfrecord
+from bert_tf.records import features, tfrecord
 
 S, P, R = 13, 5, 7
 

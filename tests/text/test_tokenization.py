@@ -10,7 +10,8 @@ import unicodedata
 import pytest
 import sentencepiece
 
-from bert_tf import fast_basic, testing_text, tokenization
+from bert_tf import tokenization
+from bert_tf.text import fast_basic, testing_text
 from bert_tf.tokenization import (FullTokenizer, SentencePieceTokenizer, create_tokenizer,
                                   validate_case_matches_checkpoint)
 

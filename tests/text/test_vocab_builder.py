@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from bert_tf import testing_text, vocab_builder
+from bert_tf.text import testing_text, vocab_builder
+from bert_tf.text.vocab_builder import VocabBuildConfig, build_vocab, learn_vocab
 from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
-from bert_tf.vocab_builder import VocabBuildConfig, build_vocab, learn_vocab
+from conftest import REPO
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # The textbook byte-pair example; merges below were worked out by hand (most frequent pair first,
 # ties to the alphabetically first pair, where "#" sorts before letters).
@@ -156,7 +156,7 @@ def test_config_and_input_errors(tmp_path):
 def test_script_writes_vocab_and_sentencepiece_model(corpus, tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "build_vocab.py"), f"--input_file={corpus}",
+        [sys.executable, os.path.join(REPO, "build_vocab.py"), f"--input_file={corpus}",
          f"--output_file={out}/vocab.txt", "--vocab_size=2500", "--do_lower_case=False",
          f"--spm_model_prefix={out}/spm"],
         capture_output=True, text=True, timeout=300)

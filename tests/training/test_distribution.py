@@ -15,13 +15,14 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bert_tf import distribution, pretraining_task, training  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.data import datasets, features  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.records import datasets, features  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
+from bert_tf.training import distribution, loop as training  # noqa: E402
 from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config  # noqa: E402
+from conftest import REPO  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_default_strategy_follows_flags_and_tf_config(monkeypatch):
@@ -113,11 +114,11 @@ def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path):
              "--distribution_strategy=multi_worker_mirrored"]
     processes = []
     for index in range(2):
-        env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2",
+        env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2",
                "CUDA_VISIBLE_DEVICES": "", "TF_CONFIG": json.dumps(
                    {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
         processes.append(subprocess.Popen(
-            [sys.executable, os.path.join(ROOT, "run_pretraining.py"), *flags], env=env,
+            [sys.executable, os.path.join(REPO, "run_pretraining.py"), *flags], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for process in processes:
         output, _ = process.communicate(timeout=300)

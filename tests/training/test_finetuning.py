@@ -6,8 +6,10 @@ import logging
 import pytest
 from absl import flags
 
-from bert_tf import finetuning, ner_task, squad_task, training, training_flags
-from bert_tf.data import squad_records
+from bert_tf.tasks.ner import task as ner_task
+from bert_tf.tasks.squad import records as squad_records
+from bert_tf.tasks.squad import task as squad_task
+from bert_tf.training import finetuning, loop as training, flags as training_flags
 
 
 def _flag_values(**kwargs) -> flags.FlagValues:

@@ -9,7 +9,8 @@ from distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()
 
-from bert_tf import losses, optimization  # noqa: E402
+from bert_tf import optimization  # noqa: E402
+from bert_tf.model import losses  # noqa: E402
 
 DECAYED = ("word_embeddings", "dense/kernel", "logits/kernel")
 EXCLUDED = ("dense/bias", "LayerNorm/gamma", "LayerNorm/beta", "layer_normalization",
@@ -141,7 +142,7 @@ def test_weight_decay_rule_with_zero_gradients():
 
 def test_pretraining_model_excludes_layer_norm_and_biases(tiny_config):
     """On the real model the rule decays exactly the matrices (kernels, embeddings, weights)."""
-    from bert_tf import models
+    from bert_tf.model import models
 
     model = models.pretraining_model(tiny_config)
     batch, seq, predictions = 2, 13, 3

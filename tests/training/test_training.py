@@ -12,10 +12,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bert_tf import pretraining_task, training  # noqa: E402
-from bert_tf.config import BertConfig  # noqa: E402
-from bert_tf.data import datasets, features  # noqa: E402
-from bert_tf.training_log import summarize  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.records import datasets, features  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
+from bert_tf.training import loop as training  # noqa: E402
+from bert_tf.training.log import summarize  # noqa: E402
 from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
     write_records  # noqa: E402
 

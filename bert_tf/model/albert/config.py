@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from bert_tf.config import BertConfig, ConfigError, hf_hidden_act
+from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
 
 # Keys only ALBERT configs have (google-research/albert's AlbertConfig and Hugging Face's).
 ALBERT_KEYS = ("embedding_size", "num_hidden_groups", "inner_group_num", "net_structure_type",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf.albert.config import AlbertConfig
+from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.modeling import BertEmbeddings, BertEncoder, Dense, TokenLayout, TransformerBlock
 
 

@@ -1,7 +1,7 @@
 """Exports a fine-tuned classifier as a TensorFlow SavedModel with a serving signature.
 
 The `serving_default` signature takes int32 `input_ids`, `input_mask`, `segment_ids` [B,S]
-(any B and S up to max_position_embeddings, packed as `bert_tf.data.classifier_features`
+(any B and S up to max_position_embeddings, packed as `bert_tf.tasks.classifier.features`
 packs them) and returns `probabilities` float32 [B,num_labels] (softmax of the logits), or
 `predictions` float32 [B] for a regression task. The label strings, in output order, are saved
 with it as the `labels` variable (empty for regression). Reload with TensorFlow alone:
@@ -63,7 +63,7 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
     a crash never leaves a half-written export under that name.
 
     Args:
-      model: a `bert_tf.models.ClassifierModel` (variables already trained or restored).
+      model: a `bert_tf.model.models.ClassifierModel` (variables already trained or restored).
       export_dir: the SavedModel directory to create.
       labels: label strings in output order (None or empty for regression).
       regression: export `predictions` [B] instead of `probabilities` [B,num_labels].

@@ -19,34 +19,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import datasets, tfrecord
-from bert_tf.data import features as record_schemas
-from bert_tf.data.classification import InputExample, TaskSpec, read_examples
 from bert_tf.errors import UserError
+from bert_tf.records import datasets
+from bert_tf.records import features as record_schemas
+from bert_tf.tasks.classifier.processors import InputExample, TaskSpec, read_examples
+from bert_tf.text.pairs import truncate_pair_lengths
 
 # Bump when the record layout or the conversion changes, so old caches are rebuilt.
 FEATURE_VERSION = 1
-# Records held for shuffling the training split (~1.5 kB each at max_seq_length 128).
-MAX_SHUFFLE_BUFFER = 100_000
 RECORD_NAMES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
-
-
-def truncate_pair_lengths(len_a: int, len_b: int, max_total: int) -> tuple[int, int]:
-    """Lengths kept by the original's pair trimming: drop the last token of the longer side
-    (of `b` on a tie) until the pair fits in `max_total` tokens.
-
-    Returns the same result as that loop without running it token by token.
-    """
-    excess = len_a + len_b - max_total
-    if excess <= 0:
-        return len_a, len_b
-    first = min(abs(len_a - len_b), excess)  # only the longer side shrinks until they are equal
-    if len_a > len_b:
-        len_a -= first
-    else:
-        len_b -= first
-    rest = excess - first  # then they alternate, b first (a tie trims b)
-    return len_a - rest // 2, len_b - (rest + 1) // 2
 
 
 def _label_id(task: TaskSpec, label: str | float | None) -> int | float:
@@ -147,17 +128,6 @@ def log_examples(examples: Sequence[InputExample], features: dict[str, np.ndarra
                      features["segment_ids"][i, :length].tolist(), examples[i].label)
 
 
-def write_records(path: str, features: dict[str, np.ndarray], schema: record_schemas.Schema) -> None:
-    """Writes packed features as a TFRecord file, atomically (temp name, then rename)."""
-    values = {name: array.reshape(len(array), -1) for name, array in features.items()}
-    data, offsets = schema.encode_batch(values)
-    framed, _ = tfrecord.frame_records(data, offsets)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(framed.tobytes())
-    os.replace(tmp, path)
-
-
 class CachedSplit(NamedTuple):
     """A split's records on disk: the TFRecord path and its number of (real) examples."""
 
@@ -203,7 +173,7 @@ class FeatureCache:
         packed = convert_examples(examples, self.task, self.max_seq_length, self.tokenizer)
         log_examples(examples, packed, self.tokenizer)
         os.makedirs(self.output_dir, exist_ok=True)
-        write_records(path, packed, self.schema)
+        record_schemas.write_records(path, packed, self.schema)
         tmp = f"{meta_path}.tmp-{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump({"fingerprint": key, "num_examples": len(examples), "split": split,
@@ -217,8 +187,8 @@ class FeatureCache:
         """The loop's input function over a split's records.
 
         Training: `datasets.record_dataset`, seeded (an exact resume replays the same batches),
-        with a shuffle buffer holding the whole split up to `MAX_SHUFFLE_BUFFER` records, since a
-        user's file may be sorted by label. Eval/predict: file order, then all-zero rows with
+        with a shuffle buffer holding the whole split up to `datasets.MAX_SHUFFLE_BUFFER`
+        records, since a user's file may be sorted by label. Eval/predict: file order, then all-zero rows with
         is_real_example 0 up to a whole number of global batches, so every batch is full
         (TPU-friendly) and the padding counts in no metric. `trim_features` and `length_groups`:
         see `datasets.record_dataset` (length groups apply to training only).
@@ -229,7 +199,7 @@ class FeatureCache:
           `is_real_example` [b,1], b the per-replica batch size; the `trim_features` [b,None].
         """
         if is_training:
-            buffer = max(1, min(split.num_examples, MAX_SHUFFLE_BUFFER))
+            buffer = max(1, min(split.num_examples, datasets.MAX_SHUFFLE_BUFFER))
             return lambda context, batch_size: datasets.record_dataset(
                 split.path, self.schema, batch_size, is_training=True, input_context=context,
                 seed=seed, shuffle_buffer=buffer, trim_features=trim_features,

@@ -60,7 +60,7 @@ class TaskSpec:
         for a custom task whose labels are still to be inferred from its training file.
       splits: {"train"|"dev"|"test": SplitLayout}.
       regression: one float output trained with mean squared error (STS-B).
-      metrics: names from `bert_tf.metrics.classification.METRIC_NAMES`, as GLUE reports them.
+      metrics: names from `bert_tf.tasks.classifier.metrics.METRIC_NAMES`, as GLUE reports them.
       label_aliases: label spellings mapped before lookup (XNLI's "contradictory").
     """
 

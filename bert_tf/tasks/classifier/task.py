@@ -2,7 +2,7 @@
 
 `run_classifier(options, run_config, strategy)` reads the task's files, caches their features as
 TFRecords in the output directory, and trains, evaluates, predicts and exports through the shared
-training loop (`bert_tf.training`). It writes the original's outputs:
+training loop (`bert_tf.training.loop`). It writes the original's outputs:
 
   eval_results.txt  `key = value` lines: eval_accuracy, eval_loss, global_step, loss, plus the
                     task's GLUE metrics (eval_f1, eval_mcc, eval_pearson, eval_spearman).
@@ -23,11 +23,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import finetuning, losses, models, serving, training
-from bert_tf.config import BertConfig
-from bert_tf.data import classification, classifier_features
 from bert_tf.errors import UserError
-from bert_tf.metrics import classification as glue_metrics
+from bert_tf.model import losses, models
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks.classifier import export as serving
+from bert_tf.tasks.classifier import metrics as glue_metrics
+from bert_tf.tasks.classifier import processors as classification, features as classifier_features
+from bert_tf.training import finetuning, loop as training
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -150,7 +152,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
       options: the task-specific options.
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from
         the training file, num_train_epochs and warmup_proportion.
-      strategy: from `bert_tf.distribution`; None picks the default.
+      strategy: from `bert_tf.training.distribution`; None picks the default.
 
     Returns:
       {"train": loop figures, "eval": eval_results.txt's figures, "num_predictions": int,

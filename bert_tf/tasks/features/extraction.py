@@ -29,11 +29,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, model_config, tokenization
-from bert_tf.albert.modeling import build_encoder
-from bert_tf.data.classifier_features import truncate_pair_lengths
+from bert_tf import tokenization
+from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.modeling import BertEncoder
+from bert_tf.text.pairs import truncate_pair_lengths
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 PROGRESS_SECONDS = 30.0

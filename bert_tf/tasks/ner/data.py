@@ -8,7 +8,7 @@ Two input formats, both with a blank line between sentences:
 
 A file without a tag column (one column per line) can be predicted. Tags are `O` or
 `<B|I|E|S>-<TYPE>`; whatever the file's scheme (BIO, IOB1, BIOES) its entities are decoded
-(`bert_tf.metrics.tagging`) and re-tagged in the run's scheme, so the model always learns
+(`bert_tf.tasks.ner.metrics`) and re-tagged in the run's scheme, so the model always learns
 well-formed BIO or BIOES tags.
 
 Features: `[CLS] pieces... [SEP]`; the first WordPiece of each word carries the word's label and
@@ -29,7 +29,7 @@ from absl import logging
 
 from bert_tf import tokenization
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
-from bert_tf.metrics import tagging as tag_metrics
+from bert_tf.tasks.ner import metrics as tag_metrics
 
 DATA_FORMATS = ("conll", "char")
 TAG_SCHEMES = {"bio": ("B", "I"), "bioes": ("B", "I", "E", "S")}

@@ -1,8 +1,8 @@
 """Token tagging (NER) fine-tuning, evaluation and prediction: what `run_ner.py` runs.
 
-`run_ner(options, run_config, strategy)` reads the tagging files (`bert_tf.data.tagging`), writes
+`run_ner(options, run_config, strategy)` reads the tagging files (`bert_tf.tasks.ner.data`), writes
 their windows as TFRecords in the output directory, and trains, evaluates and predicts through
-the shared loop (`bert_tf.training`) with a token classifier on the sequence output. Outputs:
+the shared loop (`bert_tf.training.loop`) with a token classifier on the sequence output. Outputs:
 
   label_list.txt          the labels, one per line, in the order of the model's outputs.
   eval_results.txt        `key = value` lines (the original's format): eval_loss, loss,
@@ -25,12 +25,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import finetuning, losses, models, training
-from bert_tf.config import BertConfig
-from bert_tf.data import classifier_features, datasets, tagging
-from bert_tf.data import features as record_schemas
 from bert_tf.errors import UserError
-from bert_tf.metrics import tagging as tag_metrics
+from bert_tf.model import losses, models
+from bert_tf.model.config import BertConfig
+from bert_tf.records import datasets
+from bert_tf.records import features as record_schemas
+from bert_tf.tasks.ner import data as tagging
+from bert_tf.tasks.ner import metrics as tag_metrics
+from bert_tf.training import finetuning, loop as training
 
 LABEL_LIST_FILE = finetuning.LABEL_LIST_FILE
 
@@ -144,8 +146,8 @@ def prepare_split(source: str, sentences: list[tagging.Sentence], options: NerOp
     ids = tagging.label_ids(sentences, tags, labels, source) if tagged else None
     features = tagging.convert_sentences(sentences, ids, tokenizer, options.max_seq_length,
                                          options.window_overlap, pad_to_multiple)
-    classifier_features.write_records(record_path, features.arrays,
-                                      record_schemas.tagging_schema(options.max_seq_length))
+    record_schemas.write_records(record_path, features.arrays,
+                                 record_schemas.tagging_schema(options.max_seq_length))
     logging.info("%s: %d sentences, %d words, %d windows -> %s", source, len(sentences),
                  sum(len(s.words) for s in sentences), features.num_windows, record_path)
     return Split(source, sentences, tags, features, record_path)
@@ -163,7 +165,7 @@ def input_fn(split: Split, max_seq_length: int, is_training: bool, seed: int = 1
     trim = options.trim_features(SEQUENCE_FEATURES) if options else ()
     groups = options.length_groups if options else 1
     schema = record_schemas.tagging_schema(max_seq_length)
-    buffer = max(1, min(split.features.num_windows, classifier_features.MAX_SHUFFLE_BUFFER))
+    buffer = max(1, min(split.features.num_windows, datasets.MAX_SHUFFLE_BUFFER))
 
     def make(context, batch_size: int) -> tf.data.Dataset:
         return datasets.record_dataset(split.record_path, schema, batch_size,
@@ -206,7 +208,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
       options: the tagging options.
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from
         the training windows, num_train_epochs and warmup_proportion.
-      strategy: from `bert_tf.distribution`; None picks the default.
+      strategy: from `bert_tf.training.distribution`; None picks the default.
 
     Returns:
       {"labels", "train": loop figures, "eval": eval_results.txt's figures, "test": test

@@ -21,7 +21,8 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import datasets, features, ngram_masking, tfrecord
+from bert_tf.records import datasets, features, tfrecord
+from bert_tf.tasks.pretraining import ngram_masking
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,15 +9,14 @@ not on the corpus size, and the plan depends only on the input, not on the numbe
 from __future__ import annotations
 
 import dataclasses
-import glob
 import re
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from bert_tf import filesystem
-from bert_tf.data.pretraining import DocumentBuffer
 from bert_tf.errors import MissingFileError, UnreadableFileError, UserError
+from bert_tf.tasks.pretraining.instances import DocumentBuffer
 
 # A whitespace-only line ends a document. Only ASCII whitespace is used to *plan* cuts (a
 # line of other Unicode spaces still ends a document when the block is read, it just is not a cut).
@@ -29,34 +28,6 @@ _WORD_MEMO_SIZE = 200_000  # ~30 MB; memory stops growing once it is full
 _LINE_BREAK = "\x00"
 _LINE_BREAK_ID = -1
 WORD_START_MARKER = "\u2581"  # SentencePiece's "▁"
-
-
-def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
-    """Comma-separated globs and directories (local or `scheme://`) -> sorted regular files; errors
-    name the pattern."""
-    if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",")]
-    files: list[str] = []
-    for pattern in (p.strip() for p in patterns):
-        if not pattern:
-            continue
-        filesystem.check_path(pattern, "--input_file")
-        if filesystem.isdir(pattern):
-            found = filesystem.list_files(pattern)
-            if not found:
-                raise MissingFileError(f"--input_file: directory {pattern} holds no files")
-        else:
-            found = filesystem.glob(pattern)
-            if not found:
-                what = "no file matches" if glob.has_magic(pattern) else "file not found:"
-                raise MissingFileError(f"--input_file: {what} {pattern}")
-        files.extend(found)
-    if not files:
-        raise MissingFileError("--input_file: no input files given")
-    for path in files:
-        if not filesystem.readable(path):
-            raise UnreadableFileError(f"--input_file: {path} is not readable (check its permissions)")
-    return files
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,8 +28,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bert_tf.data import features, ngram_masking
 from bert_tf.errors import UserError
+from bert_tf.records import features
+from bert_tf.tasks.pretraining import ngram_masking
 
 
 @dataclasses.dataclass(frozen=True)

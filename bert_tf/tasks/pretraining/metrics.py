@@ -1,4 +1,4 @@
-"""Streaming pretraining-eval metrics and the original's `eval_results.txt` writer.
+"""Streaming pretraining-eval metrics (`eval_results.txt` is written by `bert_tf.training.log`).
 
 The metrics are those the original reports (REFERENCE.md, "Losses and metrics"), with the
 streaming semantics of TF1 `tf.metrics.mean` / `tf.metrics.accuracy`: every metric is
@@ -16,13 +16,10 @@ replica's part of the batch: the sums live in SUM-on-read variables, so `result(
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import losses
+from bert_tf.model import losses
 
 METRIC_NAMES = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                 "next_sentence_loss", "loss")
@@ -111,23 +108,3 @@ class PretrainingMetrics(tf.Module):
     def reset(self) -> None:
         for mean in self.means.values():
             mean.reset()
-
-
-def format_eval_results(results: Mapping[str, object]) -> str:
-    """The original's text: one `key = value` line per key, keys sorted, values via str()."""
-    return "".join("%s = %s\n" % (key, str(results[key])) for key in sorted(results))
-
-
-def write_eval_results(path: str, results: Mapping[str, object]) -> None:
-    """Writes `format_eval_results(results)` to `path` atomically (temp name, then rename).
-
-    Works for local paths and tf.io.gfile ones (gs://). Pass numpy scalars (np.float32 metrics,
-    an int global_step) to get the original's digits.
-    """
-    directory = os.path.dirname(path)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
-        writer.write(format_eval_results(results))
-    tf.io.gfile.rename(tmp, path, overwrite=True)

@@ -32,12 +32,15 @@ from typing import Sequence
 import numpy as np
 
 from bert_tf import filesystem
-from bert_tf.chinese.segmentation import make_line_preparer
-from bert_tf.data import features, pretraining_output, tfrecord
-from bert_tf.data.pretraining import (DocumentBuffer, InstanceOptions, SpecialIds, assemble_features,
-                                      create_instances, create_masked_lm_predictions, unmasked_features)
-from bert_tf.data.pretraining_input import Block, LineTokenizer, ReadCounts, expand_input_patterns, plan_blocks
 from bert_tf.errors import EmptyInputError, UserError
+from bert_tf.filesystem import expand_input_patterns
+from bert_tf.records import features, tfrecord
+from bert_tf.tasks.pretraining import outputs as pretraining_output
+from bert_tf.tasks.pretraining.inputs import Block, LineTokenizer, ReadCounts, plan_blocks
+from bert_tf.tasks.pretraining.instances import (DocumentBuffer, InstanceOptions, SpecialIds,
+                                                 assemble_features, create_instances,
+                                                 create_masked_lm_predictions, unmasked_features)
+from bert_tf.text.chinese.segmentation import make_line_preparer
 
 # Bump when the bytes produced for the same flags change, so stale work directories are not reused.
 FORMAT_VERSION = 1
@@ -60,7 +63,7 @@ class PretrainingDataConfig:
     document_buffer_size: int = 1000
     pre_segmented: bool = False
     progress: bool = True
-    chinese_conversion: str = "none"  # t2s / s2t (bert_tf.chinese.conversion)
+    chinese_conversion: str = "none"  # t2s / s2t (bert_tf.text.chinese.conversion)
     chinese_segmenter: str | None = None  # "jieba": segment raw text, then as pre_segmented
     dynamic_masking: bool = False  # write unmasked instances; run_pretraining draws the masks
 

@@ -1,7 +1,7 @@
 """Masked-LM + next-sentence pretraining: what `run_pretraining.py` runs.
 
 `run_pretraining(options, run_config, strategy)` trains on the records of
-create_pretraining_data.py through the shared loop (`bert_tf.training`) and writes:
+create_pretraining_data.py through the shared loop (`bert_tf.training.loop`) and writes:
 
   ckpt-<step>.*, checkpoint   training checkpoints (resumed by re-running the same command)
   bert_config.json            the model's config, so the directory is a complete model
@@ -23,11 +23,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, losses, model_config, models, training
-from bert_tf.config import BertConfig
-from bert_tf.data import datasets, dynamic_masking, features
+from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import UserError
-from bert_tf.metrics import pretraining as pretraining_metrics
+from bert_tf.model import losses, models
+from bert_tf.model.config import BertConfig
+from bert_tf.records import datasets, features
+from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining import metrics as pretraining_metrics
+from bert_tf.training import log as training_log, loop as training
 
 GOOGLE_CHECKPOINT_DIR = "google_checkpoint"
 
@@ -148,6 +151,6 @@ def _write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:
     values = {name: np.float32(results[name]) for name in pretraining_metrics.METRIC_NAMES}
     values["global_step"] = int(results["global_step"])
     path = os.path.join(output_dir, "eval_results.txt")
-    pretraining_metrics.write_eval_results(path, values)
+    training_log.write_eval_results(path, values)
     logging.info("***** Eval results *****\n%s",
-                 pretraining_metrics.format_eval_results(values).rstrip())
+                 training_log.format_eval_results(values).rstrip())

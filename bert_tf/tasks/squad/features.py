@@ -19,8 +19,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from bert_tf.data.squad import SquadExample
 from bert_tf.errors import UserError
+from bert_tf.tasks.squad.examples import SquadExample
 
 PER_TOKEN_COLUMNS = ("input_ids", "input_mask", "segment_ids", "token_to_orig",
                      "token_is_max_context")

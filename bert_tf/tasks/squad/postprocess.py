@@ -19,8 +19,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf.data.squad import SquadExample
-from bert_tf.data.squad_features import SquadFeatures
+from bert_tf.tasks.squad.examples import SquadExample
+from bert_tf.tasks.squad.features import SquadFeatures
 from bert_tf.tokenization import BasicTokenizer, SentencePieceTokenizer
 
 # Shown when no span of a question is valid (the original's placeholder).

@@ -20,8 +20,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf.data import features as record_schemas
-from bert_tf.data import squad, squad_features, squad_postprocess, tfrecord
+from bert_tf.records import features as record_schemas
+from bert_tf.records import tfrecord
+from bert_tf.tasks.squad import (examples as squad, features as squad_features,
+                                 postprocess as squad_postprocess)
 
 # Bump when the record layout or the feature construction changes, so old caches are rebuilt.
 FEATURE_VERSION = 1

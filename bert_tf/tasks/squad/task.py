@@ -1,7 +1,7 @@
 """SQuAD v1.1 / v2.0 fine-tuning, prediction and evaluation: what `run_squad.py` runs.
 
 `run_squad(options, run_config, strategy)` caches each SQuAD file's windows as TFRecords in the
-output directory, fine-tunes the span model through the shared loop (`bert_tf.training`), and
+output directory, fine-tunes the span model through the shared loop (`bert_tf.training.loop`), and
 predicts. It writes the original's outputs, plus the official evaluation when the predict file
 has answers:
 
@@ -23,14 +23,16 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import finetuning, losses, models, training
-from bert_tf.chinese import conversion
-from bert_tf.config import BertConfig
-from bert_tf.data import datasets, squad, squad_postprocess, squad_records
-from bert_tf.data import features as record_schemas
 from bert_tf.errors import MissingFileError, UserError
-from bert_tf.metrics import pretraining as pretraining_metrics
-from bert_tf.metrics import squad as squad_metrics
+from bert_tf.model import losses, models
+from bert_tf.model.config import BertConfig
+from bert_tf.records import datasets
+from bert_tf.records import features as record_schemas
+from bert_tf.tasks.squad import (examples as squad, postprocess as squad_postprocess,
+                                 records as squad_records)
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.text.chinese import conversion
+from bert_tf.training import finetuning, log as training_log, loop as training
 
 AUTO_THRESHOLD = "auto"
 
@@ -169,7 +171,7 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
       options: the SQuAD options.
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from the
         number of training questions, num_train_epochs and warmup_proportion.
-      strategy: from `bert_tf.distribution`; None picks the default.
+      strategy: from `bert_tf.training.distribution`; None picks the default.
 
     Returns:
       {"train": loop figures, "train_counts", "predict_counts": read/feature counts,
@@ -270,7 +272,7 @@ def evaluate(dataset: list, predictions: squad_postprocess.SquadPredictions, thr
 
 def write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:
     """eval_results.txt (`key = value` lines, sorted, as the original) and eval_results.json."""
-    pretraining_metrics.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
+    training_log.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
     squad_postprocess.write_json_atomic(os.path.join(output_dir, "eval_results.json"),
                                         dict(results))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from bert_tf.chinese.extra import import_extra
+from bert_tf.text.chinese.extra import import_extra
 
 CONVERSIONS = ("none", "t2s", "s2t")
 

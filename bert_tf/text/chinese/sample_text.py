@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from bert_tf.chinese.extra import import_extra
+from bert_tf.text.chinese.extra import import_extra
 
 _MIN_FREQUENCY = 1000  # common words only (about 15,000 of jieba's 349,000)
 

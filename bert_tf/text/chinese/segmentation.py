@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from bert_tf.chinese.extra import import_extra
+from bert_tf.text.chinese.extra import import_extra
 
 SEGMENTERS = ("jieba",)
 
@@ -44,7 +44,7 @@ def make_line_preparer(conversion: str = "none", segmenter: str | None = None
     Raises:
       ValueError: unknown value. MissingExtraError: the `chinese` extra is not installed.
     """
-    from bert_tf.chinese.conversion import make_converter
+    from bert_tf.text.chinese.conversion import make_converter
 
     convert = make_converter(conversion)
     segment = make_segmenter(segmenter) if segmenter else None

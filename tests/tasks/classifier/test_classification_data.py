@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.data import classification as cls
-from bert_tf.data import classifier_features as feats
+from bert_tf.tasks.classifier import features as feats
+from bert_tf.tasks.classifier import processors as cls
 from bert_tf.tokenization import FullTokenizer
 from conftest import TESTDATA
 
@@ -209,23 +209,6 @@ def test_pair_trimming_takes_from_the_longer_end(tokenizer):
     f = feats.convert_examples([cls.InputExample("0", "the cats sat", "the cats sat", "a")],
                                _task(), 8, tokenizer)
     np.testing.assert_array_equal(f["input_ids"][0], [2, 5, 6, 14, 3, 5, 6, 3])
-
-
-def _trim_loop(len_a, len_b, max_total):
-    while len_a + len_b > max_total:
-        if len_a > len_b:
-            len_a -= 1
-        else:
-            len_b -= 1
-    return len_a, len_b
-
-
-def test_truncate_pair_lengths_matches_the_token_by_token_loop():
-    for len_a in range(12):
-        for len_b in range(12):
-            for max_total in range(14):
-                assert feats.truncate_pair_lengths(len_a, len_b, max_total) == \
-                    _trim_loop(len_a, len_b, max_total), (len_a, len_b, max_total)
 
 
 def test_regression_labels_and_errors(tokenizer):

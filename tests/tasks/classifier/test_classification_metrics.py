@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bert_tf.metrics import classification as m
+from bert_tf.tasks.classifier import metrics as m
 
 PREDS = [1, 1, 0, 1, 0]
 LABELS = [1, 0, 0, 1, 1]  # TP=2 (idx 0,3), FP=1 (idx 1), TN=1 (idx 2), FN=1 (idx 4)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf.config import BertConfig
-from bert_tf.features_extraction import (Example, ExtractionOptions, extract_features, json_line,
-                                         pack)
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model.config import BertConfig
 from bert_tf.modeling import BertEncoder
+from bert_tf.tasks.features.extraction import (Example, ExtractionOptions, extract_features,
+                                               json_line, pack)
 from bert_tf.tokenization import FullTokenizer
+from conftest import REPO
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
          "ran", "##s", "##ing", ".", ",", "?", "who", "was", "jim", "henson", "puppet", "##eer", "é"]
 LINES = ["The cat sat on the mat.",
@@ -123,7 +123,7 @@ def test_script_matches_library(model_dir, tmp_path):
     extract_features(options)
     expected = open(options.output_file, encoding="utf-8").read()
     script_output = tmp_path / "script.jsonl"
-    subprocess.run([sys.executable, os.path.join(ROOT, "extract_features.py"),
+    subprocess.run([sys.executable, os.path.join(REPO, "extract_features.py"),
                     f"--input_file={options.input_file}", f"--output_file={script_output}",
                     f"--vocab_file={options.vocab_file}",
                     f"--bert_config_file={options.bert_config_file}",

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import sentencepiece
 
-from bert_tf.data import features as record_schemas
-from bert_tf.data import tagging
+from bert_tf.records import features as record_schemas
+from bert_tf.tasks.ner import data as tagging
 from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
 from conftest import TESTDATA
 

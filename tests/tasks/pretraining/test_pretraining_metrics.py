@@ -1,6 +1,4 @@
-"""Streaming pretraining metrics on hand-made batches, and the eval_results.txt format."""
-
-import os
+"""Streaming pretraining metrics on hand-made batches."""
 
 import numpy as np
 import tensorflow as tf
@@ -9,7 +7,7 @@ from distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()
 
-from bert_tf.metrics import pretraining  # noqa: E402
+from bert_tf.tasks.pretraining import metrics as pretraining  # noqa: E402
 
 LOG_2 = np.log(2.0)
 # Batch 1: 2 examples, 2 MLM slots each; logits make argmax and CE easy to read off.
@@ -78,17 +76,3 @@ def test_two_replicas_give_the_one_device_result():
     assert want.keys() == got.keys()
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=1e-6, err_msg=key)
-
-
-def test_eval_results_file_has_the_original_format(tmp_path):
-    path = str(tmp_path / "out" / "eval_results.txt")
-    results = {"next_sentence_loss": np.float32(0.25), "global_step": np.int64(20),
-               "masked_lm_accuracy": np.float32(0.125), "loss": np.float32(1.5),
-               "next_sentence_accuracy": np.float32(1.0), "masked_lm_loss": np.float32(3.0)}
-    pretraining.write_eval_results(path, {"loss": 9})
-    pretraining.write_eval_results(path, results)  # Replaces the earlier file.
-    with open(path) as f:
-        assert f.read() == ("global_step = 20\nloss = 1.5\nmasked_lm_accuracy = 0.125\n"
-                            "masked_lm_loss = 3.0\nnext_sentence_accuracy = 1.0\n"
-                            "next_sentence_loss = 0.25\n")
-    assert os.listdir(os.path.dirname(path)) == ["eval_results.txt"]

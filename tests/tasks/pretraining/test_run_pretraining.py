@@ -8,13 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import checkpoints, models, pretraining_task, training
-from bert_tf.config import BertConfig
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model import models
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks.pretraining import task as pretraining_task
+from bert_tf.training import loop as training
 from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config, write_unmasked_records
+from conftest import REPO
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELPER = os.path.join(ROOT, "tests", "pretraining_subprocess.py")
+HELPER = os.path.join(REPO, "tests", "pretraining_subprocess.py")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,7 @@ def _flags(data, output_dir, **overrides):
 
 
 def _start(args):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
            "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     return subprocess.Popen([sys.executable, HELPER, *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -14,9 +14,11 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf import models, squad_task, training
-from bert_tf.config import BertConfig
-from bert_tf.metrics import squad as squad_metrics
+from bert_tf.model import models
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.tasks.squad import task as squad_task
+from bert_tf.training import loop as training
 from tiny_models import ScriptRun, words_of, write_tiny_model
 
 NAMES = ["Anna", "Boris", "Clara", "Daniel", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas"]

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.data import squad, squad_features
+from bert_tf.tasks.squad import examples as squad, features as squad_features
 from bert_tf.tokenization import FullTokenizer
 from conftest import TESTDATA
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bert_tf.metrics import squad as metrics
+from bert_tf.tasks.squad import metrics
 
 
 def _dataset(*qas):

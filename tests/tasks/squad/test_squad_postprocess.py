@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import sentencepiece
 
-from bert_tf.data import squad, squad_features
-from bert_tf.data.squad_postprocess import (compute_predictions, detokenize, final_text,
-                                            write_predictions)
+from bert_tf.tasks.squad import examples as squad, features as squad_features
+from bert_tf.tasks.squad.postprocess import (compute_predictions, detokenize, final_text,
+                                             write_predictions)
 from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
 from conftest import TESTDATA
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import features as record_schemas
-from bert_tf.data import squad, squad_features, squad_records
+from bert_tf.records import features as record_schemas
+from bert_tf.tasks.squad import (examples as squad, features as squad_features,
+                                 records as squad_records)
 from bert_tf.tokenization import FullTokenizer
 from conftest import TESTDATA
 

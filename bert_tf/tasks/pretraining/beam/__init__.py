@@ -2,6 +2,7 @@
 
 Importing this package does not import Beam, so `--runner=beam` without the extra fails with one
 line (`create_pretraining_data_on_beam`) instead of a traceback.
+May import the pretraining task's modules and infrastructure.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ class BeamMissingError(UserError):
 
 
 def create_pretraining_data_on_beam(config, pipeline_options: str = ""):
-    """Runs `bert_tf.beam.pipeline.create_pretraining_data_on_beam`; `BeamMissingError` (naming
+    """Runs `bert_tf.tasks.pretraining.beam.pipeline.create_pretraining_data_on_beam`; `BeamMissingError` (naming
     the extra) when apache-beam is not installed."""
     if importlib.util.find_spec("apache_beam") is None:
         raise BeamMissingError(BEAM_EXTRA_MISSING)
-    from bert_tf.beam import pipeline
+    from bert_tf.tasks.pretraining.beam import pipeline
 
     return pipeline.create_pretraining_data_on_beam(config, pipeline_options)

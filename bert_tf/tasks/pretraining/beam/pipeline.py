@@ -28,11 +28,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bert_tf import filesystem
-from bert_tf.data import pretraining_output
-from bert_tf.data.pretraining_input import Block, ReadCounts
-from bert_tf.data.pretraining_pipeline import (BlockWorker, PretrainingDataConfig, Summary,
-                                               no_instances_message, plan_run)
 from bert_tf.errors import EmptyInputError
+from bert_tf.tasks.pretraining import outputs as pretraining_output
+from bert_tf.tasks.pretraining.inputs import Block, ReadCounts
+from bert_tf.tasks.pretraining.pipeline import (BlockWorker, PretrainingDataConfig, Summary,
+                                                no_instances_message, plan_run)
 
 _COUNTS = "counts"
 
