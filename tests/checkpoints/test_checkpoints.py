@@ -23,7 +23,9 @@ def _features(config, seed=0):
     ids = rng.integers(1, config.vocab_size, size=(B, S)).astype(np.int32) * mask
     return {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
             "segment_ids": tf.constant((rng.random((B, S)) < 0.5).astype(np.int32) * mask),
-            "masked_lm_positions": tf.constant(rng.integers(0, S, size=(B, 3)).astype(np.int32))}
+            # Masked positions at real tokens, as the data step draws them.
+            "masked_lm_positions": tf.constant(
+                rng.integers(0, lengths[:, None], size=(B, 3)).astype(np.int32))}
 
 
 def _randomize(model, seed=1):

@@ -122,7 +122,8 @@ def test_hf_pretraining_directory_matches_transformers(tmp_path):
     mask = (np.arange(13)[None, :] < np.array([[13], [5], [9]])).astype(np.int32)  # [3,13]
     ids = rng.integers(1, 99, size=mask.shape).astype(np.int32) * mask
     segments = (rng.random(mask.shape) < 0.5).astype(np.int32) * mask
-    positions = np.tile(np.arange(13, dtype=np.int32), (3, 1))  # every position, as HF scores them
+    # Every real position, as HF scores them; padding slots point at position 0, as in records.
+    positions = np.tile(np.arange(13, dtype=np.int32), (3, 1)) * mask
     ours = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments,
                   "masked_lm_positions": positions})
     with torch.no_grad():
