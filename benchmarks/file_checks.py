@@ -1,4 +1,4 @@
-"""What checking a cache or a part before reuse costs (`bert_tf.data.file_checks`), by file size.
+"""What checking a cache or a part before reuse costs (`bert_tf.records.file_checks`), by file size.
 
 For each size: a file of framed TFRecords is written (with its summary computed while writing, as
 the caches and parts do), then checked (`file_checks.mismatch`: size + CRC-32 of every byte), and
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from bert_tf.data import file_checks, tfrecord
+from bert_tf.records import file_checks, tfrecord
 
 
 def _framed(size_mb: int, record_bytes: int = 512) -> tuple[np.ndarray, int]:

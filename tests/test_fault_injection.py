@@ -17,12 +17,15 @@ import numpy as np
 import pytest
 
 from bert_tf import cli, filesystem, run_lock
-from bert_tf.classifier_task import write_test_results
-from bert_tf.data import classification, classifier_features, pretraining_output, squad_records, tfrecord
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 from bert_tf.errors import UserError
-from bert_tf.sample_text import generate_corpus
+from bert_tf.records import tfrecord
+from bert_tf.tasks.classifier import processors as classification, features as classifier_features
+from bert_tf.tasks.classifier.task import write_test_results
+from bert_tf.tasks.pretraining import outputs as pretraining_output
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.tasks.squad import records as squad_records
+from bert_tf.text.sample_text import generate_corpus
 from bert_tf.tokenization import FullTokenizer
 from conftest import TESTDATA
 
@@ -197,8 +200,8 @@ def test_damaged_part_or_marker_is_redone(how, corpus, reference_output, tmp_pat
 _KILL_DURING_REMOVAL = """
 import os, signal, sys
 from bert_tf import filesystem
-from bert_tf.data import pretraining_pipeline as p
-from bert_tf.data.pretraining import InstanceOptions
+from bert_tf.tasks.pretraining import pipeline as p
+from bert_tf.tasks.pretraining.instances import InstanceOptions
 def killed_half_way(directory):
     names = sorted(os.listdir(directory))
     for name in names[:len(names) // 2]:  # the done markers sort after their block's parts
@@ -356,7 +359,7 @@ def test_writing_gives_a_path_to_errors_without_one(tmp_path):
 
 
 def test_ner_predictions_need_every_window(monkeypatch):
-    from bert_tf import ner_task
+    from bert_tf.tasks.ner import task as ner_task
 
     split = types.SimpleNamespace(features=types.SimpleNamespace(num_windows=3),
                                   record_path="predict.tf_record", sentences=[])

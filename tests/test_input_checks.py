@@ -9,12 +9,17 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import features_extraction, finetuning, tokenization
-from bert_tf.config import BertConfig
-from bert_tf.data import classification, classifier_features, pretraining_pipeline, squad, tagging
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.squad import SquadFormatError
+from bert_tf import tokenization
 from bert_tf.errors import UserError
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks.classifier import processors as classification, features as classifier_features
+from bert_tf.tasks.features import extraction as features_extraction
+from bert_tf.tasks.ner import data as tagging
+from bert_tf.tasks.pretraining import pipeline as pretraining_pipeline
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.squad import examples as squad
+from bert_tf.tasks.squad.examples import SquadFormatError
+from bert_tf.training import finetuning
 from conftest import TESTDATA
 
 GLUE_VOCAB = os.path.join(TESTDATA, "glue", "vocab.txt")
@@ -140,8 +145,8 @@ def test_squad_answer_with_empty_text_is_named(tmp_path):
 
 
 def test_pretraining_records_with_ids_past_vocab_size_are_refused(tmp_path):
-    from bert_tf import pretraining_task
-    from bert_tf.data import features
+    from bert_tf.records import features
+    from bert_tf.tasks.pretraining import task as pretraining_task
     from pretraining_records import PRED, SEQ, pretraining_arrays, write_records
 
     path = write_records(tmp_path / "train.tfrecord", pretraining_arrays(4, 0))
