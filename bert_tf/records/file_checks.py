@@ -8,7 +8,7 @@ log line says why) instead of being trained on, predicted from or copied into an
 The check reads the file once and runs zlib's CRC-32 over it: a fraction of what writing the file
 cost (`benchmarks/file_checks.py` prints the figures); the size check alone is a `stat`.
 The caches keep the summaries in their `.json` sidecar (`read_cache_meta`), the parts in their
-block's done marker (`pretraining_output.finished_block`).
+block's done marker (`bert_tf.tasks.pretraining.outputs.finished_block`).
 """
 
 from __future__ import annotations
