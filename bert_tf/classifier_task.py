@@ -23,7 +23,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import finetuning, losses, models, serving, training
+from bert_tf import finetuning, losses, models, training
+from bert_tf.serving.saved_model import in_graph_tokenizer
+from bert_tf.tasks.classifier import export as serving
 from bert_tf.config import BertConfig
 from bert_tf.data import classification, classifier_features
 from bert_tf.errors import UserError
@@ -188,8 +190,10 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             os.path.join(run_config.output_dir, "test_results.tsv"), rows)
     if options.export_dir:
         model = training.load_model(loop_task, run_config)
-        out["export_dir"] = serving.export_classifier(model, options.export_dir, task.labels,
-                                                      task.regression)
+        out["export_dir"] = serving.export_classifier(
+            model, options.export_dir, task.labels, task.regression,
+            in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
+            options.max_seq_length, pair=any(layout.text_b is not None for layout in task.splits.values()))
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 

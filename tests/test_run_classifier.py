@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import classifier_task, finetuning, serving, training
+from bert_tf import classifier_task, finetuning, training
+from bert_tf.tasks.classifier import export as serving
 from bert_tf.data import classification, classifier_features
 from bert_tf.data import features as record_schemas
 from bert_tf.metrics import classification as glue_metrics

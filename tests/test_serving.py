@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import models, serving
+from bert_tf import models
+from bert_tf.tasks.classifier import export as serving
 
 
 def _batch(vocab_size, batch=5, seq=13):

@@ -1,0 +1,1 @@
+"""Task packages: each task's data, model heads, run loop and export."""
