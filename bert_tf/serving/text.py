@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.fast_basic import CJK_RANGES, _selected_code_points
+from bert_tf.fast_basic import CJK_RANGES, _scanned_code_points, _selected_code_points
 from bert_tf.tokenization import MAX_CHARS_PER_WORD, UNK_TOKEN
 
 # A word of at most MAX_CHARS_PER_WORD characters holds at most 4 bytes per character in UTF-8.
@@ -59,9 +59,9 @@ def character_classes() -> dict[str, str]:
     dropped = set(selected["dropped"])
     # The original turns " \t\n\r" and Zs into spaces, then `str.split` also splits on the other
     # whitespace it knows (U+2028, U+2029; the rest of them are control characters, dropped).
-    whitespace = sorted(cp for cp in range(0x110000)
-                        if chr(cp).isspace() and cp not in dropped
-                        or unicodedata.category(chr(cp)) == "Zs")
+    # Every whitespace character Unicode has assigned so far is in the Basic Multilingual Plane.
+    whitespace = [cp for cp in range(0x10000) if chr(cp).isspace() and cp not in dropped
+                  or unicodedata.category(chr(cp)) == "Zs"]
     cjk = [cp for lo, hi in CJK_RANGES for cp in range(lo, hi + 1)]
     return {"dropped": _re2_class(selected["dropped"]),
             "whitespace": _re2_class(whitespace),
@@ -92,10 +92,10 @@ def lower_case_fixes() -> dict[str, str]:
     """Characters whose `str.lower` differs from TensorFlow's ICU `StringLower`, and their
     `str.lower`: letters added in a Unicode version newer than the ICU that TensorFlow links.
 
-    Read once per process by running the op on every assigned code point.
+    Read once per process by running the op on every character `str.lower` changes.
     """
-    chars = [chr(cp) for cp in range(0x110000)
-             if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) != "Cn" and cp]
+    # Letters with a lower-case mapping (Python's table): the characters that can differ.
+    chars = [c for c in map(chr, _scanned_code_points()) if c.lower() != c]
     with tf.init_scope():  # eager, even while a signature is being traced
         lowered = tf.strings.lower(tf.constant(chars), encoding="utf-8").numpy()
     return {c: c.lower() for c, low in zip(chars, lowered) if low.decode("utf-8") != c.lower()}

@@ -46,18 +46,18 @@ class _ClassifierServing(tf.Module):
         self._regression = regression
         self._max_seq_length = max_seq_length
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
-                                  for n in _INPUT_NAMES])
+    @tf.function(autograph=False, input_signature=[
+        tf.TensorSpec([None, None], tf.int32, name=n) for n in _INPUT_NAMES])
     def serve_ids(self, input_ids, input_mask, segment_ids):
         return self._outputs({"input_ids": input_ids, "input_mask": input_mask,
                               "segment_ids": segment_ids})
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
     def serve_text(self, text_a):
         return self._serve_text(text_a, None)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                  tf.TensorSpec([None], tf.string, name="text_b")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                                   tf.TensorSpec([None], tf.string, name="text_b")])
     def serve_text_pair(self, text_a, text_b):
         tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
                                   message="text_a and text_b must hold as many texts")
