@@ -19,6 +19,7 @@ SCRIPTS = {
     "bert-extract-features": "extract_features",
     "bert-build-vocab": "build_vocab",
     "bert-extend-vocab": "extend_vocab",
+    "bert-predict": "predict",
 }
 # Only scripts that exist are installed, so a checkout mid-way through the project still installs.
 SCRIPTS = {cmd: mod for cmd, mod in SCRIPTS.items()

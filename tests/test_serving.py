@@ -170,3 +170,48 @@ def test_single_sentence_and_regression_signatures(tmp_path, tiny_config, regres
     if not regression:
         assert [x.decode() for x in got["label"].numpy()] == [labels[i] for i in expected.argmax(1)]
     assert [label.decode() for label in loaded.labels.numpy()] == (labels or [])
+
+
+def test_predict_script_end_to_end(classifier_run, tmp_path):
+    pairs = classifier_run["pairs"]
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("id\ttext_a\ttext_b\n" + "".join(f"{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs)),
+                   encoding="utf-8")
+    out = tmp_path / "predictions.jsonl"
+    done = subprocess.run([sys.executable, os.path.join(REPO, "predict.py"),
+                           f"--export_dir={classifier_run['export']}", f"--input_file={tsv}",
+                           f"--output_file={out}", "--batch_size=7"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{len(pairs)} examples, " in done.stderr  # the progress line
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(rows[0]) == ["label", "probabilities"]
+    np.testing.assert_allclose([r["probabilities"] for r in rows], classifier_run["results"], atol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv", "predictions.jsonl"]
+
+
+def test_predict_bad_input_names_the_line(classifier_run, tmp_path):
+    from bert_tf.errors import UserError
+    from bert_tf.serving import predict
+
+    export = classifier_run["export"]
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"text_a": "x", "text_b": "y"}\n\n{"text_a": "only one"}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(UserError, match=r"in.jsonl, line 3: no text_b"):
+        predict.predict_to_file(export, str(jsonl), str(out), progress=None)
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    lines = tmp_path / "in.txt"
+    lines.write_text("one text\n", encoding="utf-8")
+    with pytest.raises(UserError, match="takes text_a, text_b; plain lines give one text"):
+        predict.predict_to_file(export, str(lines), str(out), progress=None)
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("text_a\tsecond\nx\ty\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"in.tsv, line 1: the header names no column text_b"):
+        predict.predict_to_file(export, str(tsv), str(out), progress=None)
+    with pytest.raises(UserError, match="--signature=serve_ids takes input_ids"):
+        predict.predict_to_file(export, str(jsonl), str(out), signature=IDS_SIGNATURE_KEY, progress=None)
+    # An empty text is an example like any other (the empty sequence's prediction).
+    jsonl.write_text('{"text_a": "", "text_b": ""}\n', encoding="utf-8")
+    assert predict.predict_to_file(export, str(jsonl), str(out), progress=None) == 1
+    assert len(json.loads(out.read_text())["probabilities"]) == 2
