@@ -31,7 +31,7 @@ def _head(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
 
 
 def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep_id: int,
-         max_seq_length: int) -> dict[str, tf.Tensor]:
+         max_seq_length: int, has_b: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
     """Packs WordPiece ids as the original's `convert_single_example`.
 
     Args:
@@ -39,6 +39,9 @@ def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep
       ids_b: int64 ragged [B, (Tb)] second segment, or None for single-sentence models.
       cls_id, sep_id: the vocabulary's [CLS] and [SEP] ids.
       max_seq_length: the longest packed row (>= 3 for pairs, >= 2 otherwise).
+      has_b: bool [B], which rows are pairs (default: all when `ids_b` is given); the others
+        pack as single texts, `[CLS] a [SEP]` trimmed to max_seq_length - 2 (extract_features'
+        `text` lines beside `text_a ||| text_b` lines).
 
     Returns:
       `input_ids`, `input_mask`, `segment_ids`: int32 [B,S], S the longest row in the batch;
@@ -47,16 +50,22 @@ def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep
     batch = ids_a.nrows()
     column = lambda value: tf.fill([batch, 1], tf.constant(value, tf.int64))  # noqa: E731
     len_a = tf.cast(ids_a.row_lengths(), tf.int32)
+    single_a = tf.minimum(len_a, max_seq_length - 2)
     if ids_b is None:
-        keep_a = tf.minimum(len_a, max_seq_length - 2)
+        keep_a = single_a
         pieces = [column(cls_id), _head(ids_a, keep_a), column(sep_id)]
-        first = keep_a + 2
     else:
-        len_b = tf.cast(ids_b.row_lengths(), tf.int32)
-        keep_a, keep_b = truncate_pair_lengths(len_a, len_b, max_seq_length - 3)
+        if has_b is None:
+            has_b = tf.ones([batch], tf.bool)
+        len_b = tf.where(has_b, tf.cast(ids_b.row_lengths(), tf.int32), 0)
+        pair_a, keep_b = truncate_pair_lengths(len_a, len_b, max_seq_length - 3)
+        keep_a = tf.where(has_b, pair_a, single_a)
+        last_sep = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int64))], tf.constant(sep_id, tf.int64)),
+            tf.cast(has_b, tf.int64))
         pieces = [column(cls_id), _head(ids_a, keep_a), column(sep_id), _head(ids_b, keep_b),
-                  column(sep_id)]
-        first = keep_a + 2
+                  last_sep]
+    first = keep_a + 2
     packed = tf.concat(pieces, axis=1)  # ragged [B, (S_i)]
     input_ids = tf.cast(packed.to_tensor(0), tf.int32)  # [B,S]
     lengths = tf.cast(packed.row_lengths(), tf.int32)

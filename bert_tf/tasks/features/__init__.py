@@ -1,0 +1,1 @@
+"""Contextual features (extract_features.py): extraction and its export."""
