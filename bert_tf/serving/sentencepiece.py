@@ -30,6 +30,7 @@ class InGraphSentencePiece(tf.Module):
         self._sp = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
         self.id_to_token = tf.constant(pieces, tf.string)  # [V]
         self.special_ids = {name: pieces.index(name) for name in ("[CLS]", "[SEP]") if name in pieces}
+        self.special_ids["[UNK]"] = processor.unk_id()  # the model's own unknown piece
 
     def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
         """string [B] -> int64 ragged [B, (T)] piece ids."""

@@ -63,7 +63,8 @@ def character_classes() -> dict[str, str]:
     whitespace = [cp for cp in range(0x10000) if chr(cp).isspace() and cp not in dropped
                   or unicodedata.category(chr(cp)) == "Zs"]
     cjk = [cp for lo, hi in CJK_RANGES for cp in range(lo, hi + 1)]
-    return {"dropped": _re2_class(selected["dropped"]),
+    return {"python_space": _re2_class([cp for cp in range(0x10000) if chr(cp).isspace()]),
+            "dropped": _re2_class(selected["dropped"]),
             "whitespace": _re2_class(whitespace),
             "cjk": _re2_class(sorted(cjk)),
             "combining_marks": _re2_class(selected["combining_marks"]),
@@ -146,7 +147,8 @@ class InGraphWordpiece(tf.Module):
         for token, index in vocab.items():
             tokens[index] = token
         self.id_to_token = tf.constant(tokens, tf.string)  # [V]
-        self.special_ids = {name: int(vocab[name]) for name in ("[CLS]", "[SEP]") if name in vocab}
+        self.special_ids = {name: int(vocab[name]) for name in ("[CLS]", "[SEP]", UNK_TOKEN)
+                            if name in vocab}
 
     def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
         """string [B] -> int64 ragged [B, (T)] WordPiece ids."""

@@ -21,11 +21,11 @@ import tensorflow as tf
 
 from bert_tf.serving import packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
-from bert_tf.serving.text import _re2_class
+from bert_tf.serving.text import character_classes
 
 def _strip_pattern() -> str:
-    """What Python's str.strip() removes: every str.isspace() character (all in plane 0)."""
-    space = _re2_class([cp for cp in range(0x10000) if chr(cp).isspace()])
+    """What Python's str.strip() removes: every str.isspace() character."""
+    space = character_classes()["python_space"]
     return f"^{space}+|{space}+$"
 
 

@@ -1,0 +1,1 @@
+"""Token tagging (NER): run_ner.py's task and its export."""
