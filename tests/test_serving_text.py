@@ -133,3 +133,30 @@ def test_packing_equals_the_classifier_features(pair):
         assert width == expected["input_mask"].sum(axis=1).max()  # the batch's longest row
         for name in ("input_ids", "input_mask", "segment_ids"):
             np.testing.assert_array_equal(got[name].numpy(), expected[name][:, :width], err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+    """A tiny unigram model with BERT's special names (as build_vocab.py trains them)."""
+    import sentencepiece
+
+    prefix = tmp_path_factory.mktemp("spm") / "tiny"
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(testing_text.varied_lines(800, seed=7, exotic_rate=0.0)),
+        model_prefix=str(prefix), vocab_size=200, model_type="unigram", pad_id=0, unk_id=1,
+        bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+        control_symbols="[CLS],[SEP],[MASK]", minloglevel=2)
+    return str(prefix) + ".model"
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_sentencepiece_ids_equal_the_python_tokenizer(spm_model, do_lower_case):
+    from bert_tf.serving.saved_model import in_graph_tokenizer
+
+    python = tokenization.SentencePieceTokenizer(spm_model, do_lower_case=do_lower_case)
+    in_graph = in_graph_tokenizer(None, spm_model, do_lower_case)
+    lines = [*testing_text.varied_lines(300, seed=11), "Kalomira TENsul 中", "[CLS] x", "",
+             "\u2c2f\U00010570 ΟΔΟΣ"]
+    got = in_graph.tokenize(tf.constant(lines)).to_list()
+    assert got == [python.convert_tokens_to_ids(python.tokenize(line)) for line in lines]
+    assert in_graph.special_ids == {"[CLS]": 2, "[SEP]": 3, "[UNK]": 1}
