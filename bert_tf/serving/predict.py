@@ -40,8 +40,9 @@ def format_of(path: str, input_format: str | None) -> str:
 
 def load_signature(export_dir: str, signature: str):
     """The signature's concrete function and its string input names, with clear errors."""
-    import tensorflow_text  # noqa: F401  registers the tokenizer ops the exports use
+    from bert_tf.serving.saved_model import require_tensorflow_text
 
+    require_tensorflow_text()  # registers the tokenizer ops the exports use
     if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
         raise MissingFileError(f"{export_dir}: no saved_model.pb here (check --export_dir)")
     loaded = tf.saved_model.load(export_dir)

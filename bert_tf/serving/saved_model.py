@@ -41,6 +41,16 @@ def save(module: tf.Module, export_dir: str, signatures: Mapping[str, tf.types.e
     return export_dir
 
 
+def require_tensorflow_text() -> None:
+    """Raises a UserError saying how to install tensorflow-text when it is missing."""
+    try:
+        import tensorflow_text  # noqa: F401
+    except ImportError:
+        release = ".".join(tf.__version__.split(".")[:2])
+        raise UserError(f"the raw-text export needs tensorflow-text: pip install --no-deps "
+                        f"'tensorflow-text=={release}.*' (docs/serving.md, Install)") from None
+
+
 def in_graph_tokenizer(vocab_file: str | None, spm_model_file: str | None, do_lower_case: bool
                        ) -> tf.Module:
     """The run's tokenizer as ops: WordPiece (`vocab_file`) or SentencePiece (`spm_model_file`).
@@ -48,6 +58,7 @@ def in_graph_tokenizer(vocab_file: str | None, spm_model_file: str | None, do_lo
     The module has `tokenize(string [B]) -> int64 ragged [B, (T)]`, `tokens(ids)` and
     `special_ids` ({"[CLS]": id, "[SEP]": id}).
     """
+    require_tensorflow_text()
     if spm_model_file:
         from bert_tf.serving.sentencepiece import InGraphSentencePiece
         return InGraphSentencePiece(spm_model_file, do_lower_case)
