@@ -18,10 +18,10 @@ from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, in_gra
 from bert_tf.tasks.classifier import export as serving
 from bert_tf.tokenization import FullTokenizer
 from conftest import TESTDATA
+from serving_client import run_client
 from tiny_models import REPO, write_tiny_model, words_of
 
 DEMO = os.path.join(REPO, "demo", "data", "classification")
-CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_client.py")
 
 
 def _demo_pairs() -> list[tuple[str, str]]:
@@ -62,17 +62,6 @@ def classifier_run(tmp_path_factory):
     classifier_task.run_classifier(options, run_config)
     return {"pairs": pairs, "export": str(directory / "export"), "vocab_file": vocab_file,
             "results": np.loadtxt(directory / "run" / "test_results.tsv", delimiter="\t", ndmin=2)}
-
-
-def run_client(tmp_path, jobs: list[dict]) -> list[dict]:
-    """The jobs' outputs, computed by `serving_client.py` in an isolated process (`python -I`:
-    no PYTHONPATH, no script directory; bert_tf imports refused)."""
-    jobs_path, out_path = tmp_path / "jobs.json", tmp_path / "out.json"
-    jobs_path.write_text(json.dumps(jobs), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-I", CLIENT, str(jobs_path), str(out_path)],
-                          cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out_path.read_text(encoding="utf-8"))
 
 
 def test_fresh_process_reproduces_test_results_from_raw_text(classifier_run, tmp_path):

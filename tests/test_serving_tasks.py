@@ -7,21 +7,19 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import checkpoints, ner_task, testing_text, training
+from bert_tf import ner_task, testing_text, training
 from bert_tf.config import BertConfig
 from bert_tf.data import tagging
 from bert_tf.features_extraction import ExtractionOptions, extract_features
-from bert_tf.modeling import BertEncoder
 from bert_tf.serving import ops
 from conftest import TESTDATA
-from test_serving import run_client
-from tiny_models import write_tiny_model
+from serving_client import run_client
+from tiny_models import write_random_encoder, write_tiny_model
 
 NER = os.path.join(TESTDATA, "ner")
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
-         "ran", "##s", "##ing", ".", ",", "?", "who", "was", "jim", "henson", "puppet", "##eer", "é",
-         "中", "文"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "ran",
+         "##s", "##ing", ".", "?", "who", "was", "jim", "henson", "puppet", "##eer", "é", "中"]
 FEATURE_LINES = ["The cat sat on the mat.", "Who was Jim Henson ? ||| Jim Henson was a puppeteer",
                  "", "the dog ran " * 10, "  Café zebra ||| dogs\u3000", "a ||| b ||| c",
                  "中文 ||| ", *testing_text.varied_lines(6, seed=5)]
@@ -33,21 +31,16 @@ def exports(tmp_path_factory):
     """Each script run on its test input with --export_dir; then one isolated process runs every
     export on the same raw text."""
     directory = tmp_path_factory.mktemp("exports")
-    (directory / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=4, intermediate_size=37, max_position_embeddings=20,
-                        type_vocab_size=2)
-    encoder = BertEncoder(config)
-    rng = np.random.default_rng(0)
-    for v in encoder.weights:  # larger than the initialisation, so layers differ visibly
-        v.assign(rng.normal(0, 0.3, v.shape).astype(np.float32))
-    checkpoints.export_google_checkpoint(encoder, str(directory / "bert_model.ckpt"))
+    model_dir = directory / "model"
+    model_dir.mkdir()
+    write_random_encoder(model_dir, VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=37, max_position_embeddings=20, type_vocab_size=2)
     lines = [" ".join(line.split("\n")) for line in FEATURE_LINES]  # one example per line
     (directory / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     extract_features(ExtractionOptions(
         input_file=str(directory / "input.txt"), output_file=str(directory / "features.jsonl"),
-        bert_config_file=str(directory / "bert_config.json"),
-        init_checkpoint=str(directory / "bert_model.ckpt"), vocab_file=str(directory / "vocab.txt"),
+        bert_config_file=str(model_dir / "bert_config.json"),
+        init_checkpoint=str(model_dir / "bert_model.ckpt"), vocab_file=str(model_dir / "vocab.txt"),
         max_seq_length=16, layers=LAYERS, batch_size=4, export_dir=str(directory / "features")))
     with open(directory / "features.jsonl", encoding="utf-8") as f:
         features = [json.loads(line) for line in f]

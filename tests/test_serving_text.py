@@ -13,7 +13,7 @@ from bert_tf import testing_text, tokenization
 from bert_tf.data import classification, classifier_features
 from bert_tf.serving import packing, text
 from conftest import TESTDATA
-from tiny_models import REPO
+from tiny_models import REPO, train_tiny_sentencepiece
 
 
 def _real_vocab() -> str:
@@ -137,16 +137,7 @@ def test_packing_equals_the_classifier_features(pair):
 
 @pytest.fixture(scope="module")
 def spm_model(tmp_path_factory):
-    """A tiny unigram model with BERT's special names (as build_vocab.py trains them)."""
-    import sentencepiece
-
-    prefix = tmp_path_factory.mktemp("spm") / "tiny"
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(testing_text.varied_lines(800, seed=7, exotic_rate=0.0)),
-        model_prefix=str(prefix), vocab_size=200, model_type="unigram", pad_id=0, unk_id=1,
-        bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
-        control_symbols="[CLS],[SEP],[MASK]", minloglevel=2)
-    return str(prefix) + ".model"
+    return train_tiny_sentencepiece(str(tmp_path_factory.mktemp("spm") / "tiny"), 800, 200)
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
@@ -155,7 +146,7 @@ def test_sentencepiece_ids_equal_the_python_tokenizer(spm_model, do_lower_case):
 
     python = tokenization.SentencePieceTokenizer(spm_model, do_lower_case=do_lower_case)
     in_graph = in_graph_tokenizer(None, spm_model, do_lower_case)
-    lines = [*testing_text.varied_lines(300, seed=11), "Kalomira TENsul 中", "[CLS] x", "",
+    lines = [*testing_text.varied_lines(200, seed=11), "Kalomira TENsul 中", "[CLS] x", "",
              "\u2c2f\U00010570 ΟΔΟΣ"]
     got = in_graph.tokenize(tf.constant(lines)).to_list()
     assert got == [python.convert_tokens_to_ids(python.tokenize(line)) for line in lines]

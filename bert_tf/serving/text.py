@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.fast_basic import CJK_RANGES, _scanned_code_points, _selected_code_points
+from bert_tf.fast_basic import CJK_RANGES, _scanned_code_points, _selected_code_points, code_point_runs
 from bert_tf.tokenization import MAX_CHARS_PER_WORD, UNK_TOKEN
 
 # A word of at most MAX_CHARS_PER_WORD characters holds at most 4 bytes per character in UTF-8.
@@ -42,13 +42,8 @@ _MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD
 
 def _re2_class(code_points: Sequence[int]) -> str:
     """An RE2 character class `[...]` of ascending `code_points`, as `\\x{..}` ranges."""
-    runs: list[list[int]] = []
-    for cp in code_points:
-        if runs and runs[-1][1] == cp - 1:
-            runs[-1][1] = cp
-        else:
-            runs.append([cp, cp])
-    parts = (f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in runs)
+    parts = (f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}"
+             for lo, hi in code_point_runs(code_points))
     return "[" + "".join(parts) + "]"
 
 
