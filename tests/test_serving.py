@@ -2,6 +2,7 @@
 ops TensorFlow Serving registers; a process without bert_tf reproduces run_classifier's
 test_results.tsv from the raw sentences; bad input gives a clear error or a defined output."""
 
+import io
 import json
 import os
 import subprocess
@@ -132,14 +133,13 @@ def test_bad_input_is_named_or_defined(classifier_run):
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
 
 
-@pytest.mark.parametrize("regression", [False, True])
-def test_single_sentence_and_regression_signatures(tmp_path, tiny_config, regression):
+def test_single_sentence_regression_signature(tmp_path, tiny_config):
+    # The pair task above covers probabilities and labels; this covers the other two branches.
     vocab_file = os.path.join(TESTDATA, "glue", "vocab.txt")
-    model = models.classifier_model(tiny_config, 1 if regression else 3)
-    labels = None if regression else ["neg", "neutral", "pos"]
+    model = models.classifier_model(tiny_config, 1)
     (tmp_path / "export").mkdir()
     (tmp_path / "export" / "stale.txt").write_text("from an earlier export")
-    export_dir = serving.export_classifier(model, str(tmp_path / "export"), labels, regression,
+    export_dir = serving.export_classifier(model, str(tmp_path / "export"), None, True,
                                            in_graph_tokenizer(vocab_file, None, True), 7, pair=False)
     # The old export is replaced as a whole, and no temporary directory is left behind.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
@@ -150,15 +150,20 @@ def test_single_sentence_and_regression_signatures(tmp_path, tiny_config, regres
     got = serve(text_a=tf.constant(sentences))
     examples = [classification.InputExample(str(i), s, None, None) for i, s in enumerate(sentences)]
     features = classifier_features.convert_examples(
-        examples, classification.get_task("sts-b" if regression else "cola"), 7, FullTokenizer(vocab_file))
+        examples, classification.get_task("sts-b"), 7, FullTokenizer(vocab_file))
     expected = serving.predict_outputs(
-        model, {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, regression).numpy()
-    key = "predictions" if regression else "probabilities"
-    assert sorted(got) == ([key] if regression else ["label", key])
-    np.testing.assert_allclose(got[key].numpy(), expected, rtol=1e-5, atol=1e-6)
-    if not regression:
-        assert [x.decode() for x in got["label"].numpy()] == [labels[i] for i in expected.argmax(1)]
-    assert [label.decode() for label in loaded.labels.numpy()] == (labels or [])
+        model, {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, True).numpy()
+    assert sorted(got) == ["predictions"]
+    np.testing.assert_allclose(got["predictions"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert loaded.labels.numpy().tolist() == []
+    # bert-predict feeds a single-input signature plain lines (an empty line: an empty text).
+    from bert_tf.serving import predict
+
+    (tmp_path / "lines.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    output = io.StringIO()
+    assert predict.predict_file(export_dir, str(tmp_path / "lines.txt"), output, progress=None) == 3
+    rows = [json.loads(line) for line in output.getvalue().splitlines()]
+    np.testing.assert_allclose([r["predictions"] for r in rows], expected, rtol=1e-5, atol=1e-6)
 
 
 def test_predict_script_end_to_end(classifier_run, tmp_path):

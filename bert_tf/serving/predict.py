@@ -13,6 +13,7 @@ order. Examples run in batches; a progress line on stderr counts them.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import sys
@@ -38,6 +39,12 @@ def format_of(path: str, input_format: str | None) -> str:
     return {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(extension, "lines")
 
 
+@functools.lru_cache(maxsize=2)
+def _load(export_dir: str):
+    """The SavedModel, loaded once per process (a caller may predict several files)."""
+    return tf.saved_model.load(export_dir)
+
+
 def load_signature(export_dir: str, signature: str):
     """The signature's concrete function and its string input names, with clear errors."""
     from bert_tf.serving.saved_model import require_tensorflow_text
@@ -45,7 +52,7 @@ def load_signature(export_dir: str, signature: str):
     require_tensorflow_text()  # registers the tokenizer ops the exports use
     if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
         raise MissingFileError(f"{export_dir}: no saved_model.pb here (check --export_dir)")
-    loaded = tf.saved_model.load(export_dir)
+    loaded = _load(os.path.abspath(export_dir))
     if signature not in loaded.signatures:
         raise UserError(f"--signature={signature}: {export_dir} has {', '.join(sorted(loaded.signatures))}")
     function = loaded.signatures[signature]
