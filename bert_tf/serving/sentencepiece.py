@@ -1,7 +1,7 @@
 """SentencePiece (ALBERT and `build_vocab.py --spm_model_prefix` models) as ops.
 
 `tokenization.SentencePieceTokenizer` lower-cases with `str.lower` when asked, then encodes to
-ids; here `text._lower` and tensorflow-text's `SentencepieceTokenizer` (ops `SentencepieceOp`,
+ids; here `text.lower_like_python` and tensorflow-text's `SentencepieceTokenizer` (ops `SentencepieceOp`,
 `SentencepieceTokenizeOp`, which TensorFlow Serving links) do the same with the model's bytes
 saved in the graph.
 """
@@ -14,7 +14,7 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.serving.text import _lower
+from bert_tf.serving.text import lower_like_python
 
 
 class InGraphSentencePiece(tf.Module):
@@ -36,7 +36,7 @@ class InGraphSentencePiece(tf.Module):
         """string [B] -> int64 ragged [B, (T)] piece ids."""
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
         if self.do_lower_case:
-            text = _lower(text)
+            text = lower_like_python(text)
         return tf.cast(self._sp.tokenize(text), tf.int64)
 
     def tokens(self, ids: tf.Tensor) -> tf.Tensor:

@@ -58,6 +58,8 @@ def character_classes() -> dict[str, str]:
     whitespace = [cp for cp in range(0x10000) if chr(cp).isspace() and cp not in dropped
                   or unicodedata.category(chr(cp)) == "Zs"]
     cjk = [cp for lo, hi in CJK_RANGES for cp in range(lo, hi + 1)]
+    # "python_space": what str.split() and str.strip() take for whitespace (NER's words,
+    # extract_features' stripped lines).
     return {"python_space": _re2_class([cp for cp in range(0x10000) if chr(cp).isspace()]),
             "dropped": _re2_class(selected["dropped"]),
             "whitespace": _re2_class(whitespace),
@@ -76,7 +78,7 @@ def basic_words(text: tf.Tensor, do_lower_case: bool) -> tf.RaggedTensor:
     text = tf.strings.regex_replace(text, classes["whitespace"], " ")
     text = tf.strings.regex_replace(text, classes["cjk"], r" \0 ")
     if do_lower_case:
-        text = _lower(text)
+        text = lower_like_python(text)
         text = tf_text.normalize_utf8(text, "NFD")
         text = tf.strings.regex_replace(text, classes["combining_marks"], "")
     text = tf.strings.regex_replace(text, classes["punctuation"], r" \0 ")
@@ -97,7 +99,7 @@ def lower_case_fixes() -> dict[str, str]:
     return {c: c.lower() for c, low in zip(chars, lowered) if low.decode("utf-8") != c.lower()}
 
 
-def _lower(text: tf.Tensor) -> tf.Tensor:
+def lower_like_python(text: tf.Tensor) -> tf.Tensor:
     """`str.lower` on string [B]: ICU's full case mapping, the characters it lacks mapped first."""
     fixes = lower_case_fixes()
     if fixes:
