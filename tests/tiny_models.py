@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Iterable
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 from bert_tf.tokenization import BasicTokenizer
 from pretraining_records import TINY_CONFIG
 
@@ -53,7 +53,7 @@ def train_tiny_sentencepiece(prefix: str, num_lines: int = 2000, vocab_size: int
     special names (as build_vocab.py trains them). Returns the .model path."""
     import sentencepiece
 
-    from bert_tf import testing_text
+    from bert_tf.text import testing_text
 
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(testing_text.varied_lines(num_lines, seed=7, exotic_rate=0.0)),
@@ -68,7 +68,7 @@ def write_random_encoder(directory: str | os.PathLike, vocab: list[str], **confi
     weights are drawn N(0, 0.3) (larger than the initialisation, so layers differ visibly)."""
     import numpy as np
 
-    from bert_tf import checkpoints
+    from bert_tf.checkpoints import name_map as checkpoints
     from bert_tf.modeling import BertEncoder
 
     directory = os.fspath(directory)

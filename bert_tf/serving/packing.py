@@ -1,6 +1,6 @@
 """`[CLS] a [SEP] b [SEP]` packing as ops, with the original's pair truncation.
 
-The same inputs as `tasks/classifier` features: `input_ids`, `input_mask`, `segment_ids` int32
+The same inputs as the classifier's features (`tasks/classifier/features.py`): `input_ids`, `input_mask`, `segment_ids` int32
 [B,S], where S is the batch's longest packed row (at most `max_seq_length`): the encoder skips
 the padding it would otherwise compute on.
 """
@@ -13,7 +13,7 @@ import tensorflow as tf
 def truncate_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, max_total: int
                           ) -> tuple[tf.Tensor, tf.Tensor]:
     """Lengths kept by the original's pair trimming (drop the last token of the longer side, of
-    `b` on a tie, until the pair fits): `classifier_features.truncate_pair_lengths` on int [B].
+    `b` on a tie, until the pair fits): `bert_tf.text.pairs.truncate_pair_lengths` on int [B].
     """
     excess = tf.maximum(len_a + len_b - max_total, 0)
     first = tf.minimum(tf.abs(len_a - len_b), excess)  # the longer side shrinks until equal

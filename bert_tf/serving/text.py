@@ -18,7 +18,7 @@ build's RE2 or ICU carry):
    continuations, the whole word [UNK] when a piece is missing), as the original.
 
 Each step maps characters to characters and never looks past whitespace, so running it on the
-whole text equals the original's per-word loop (the argument of `fast_basic.py`); the tests
+whole text equals the original's per-word loop (the argument of `text/fast_basic.py`); the tests
 compare the tokens with `FullTokenizer`'s on the bundled corpora, multilingual stress text and
 every code point class. The ops used are all registered by TensorFlow Serving's model server
 (`op_allowlist.py`).
@@ -33,7 +33,8 @@ from typing import Mapping, Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.fast_basic import CJK_RANGES, _scanned_code_points, _selected_code_points, code_point_runs
+from bert_tf.text.fast_basic import (CJK_RANGES, _scanned_code_points, _selected_code_points,
+                                     code_point_runs)
 from bert_tf.tokenization import MAX_CHARS_PER_WORD, UNK_TOKEN
 
 # A word of at most MAX_CHARS_PER_WORD characters holds at most 4 bytes per character in UTF-8.

@@ -1,1 +1,5 @@
-"""Task packages: each task's data, model heads, run loop and export."""
+"""Tasks: one folder each (pretraining, classifier, squad, ner, features) holding its data,
+metrics, post-processing and the `task` module its script calls.
+May import serving (exports), training, checkpoints, model, records, text, infrastructure;
+never another task.
+"""

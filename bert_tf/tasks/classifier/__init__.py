@@ -1,1 +1,5 @@
-"""The sequence classification task."""
+"""The sentence (pair) classifier: processors (GLUE and custom tasks), features and their cache,
+metrics, the task run_classifier.py runs, and the SavedModel export.
+May import serving, training, checkpoints, model, records, text and infrastructure; no other
+task.
+"""

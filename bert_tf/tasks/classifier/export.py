@@ -5,7 +5,7 @@ Signatures:
   `probabilities` float32 [B,L] and `label` string [B] (the most probable label's name), or
   `predictions` float32 [B] for a regression task. The text is tokenized exactly as
   `FullTokenizer` does and packed `[CLS] a [SEP] b [SEP]` with the original's truncation to
-  `max_seq_length` (`bert_tf.serving`), inside the graph.
+  `max_seq_length` (`bert_tf.tasks.classifier.export`), inside the graph.
 * `serve_ids`: int32 `input_ids`, `input_mask`, `segment_ids` [B,S] (any B and S up to
   max_position_embeddings, packed as `tasks/classifier` packs them) -> `probabilities` or
   `predictions`, for clients that tokenize themselves.
@@ -96,7 +96,7 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
     """Writes `model` as a SavedModel under `export_dir`, replacing what was there (atomically).
 
     Args:
-      model: a `bert_tf.models.ClassifierModel` (variables already trained or restored).
+      model: a `bert_tf.model.models.ClassifierModel` (variables already trained or restored).
       export_dir: the SavedModel directory to create.
       labels: label strings in output order (None or empty for regression).
       regression: export `predictions` [B] instead of `probabilities` [B,num_labels].

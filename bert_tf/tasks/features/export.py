@@ -3,7 +3,7 @@ pooling strategies, served).
 
 Signature `serving_default`: `text` string [B], each `text` or `text_a ||| text_b` as
 extract_features.py reads its lines (stripped, split at the last ` ||| `), tokenized and packed
-inside the graph (`bert_tf.serving`) ->
+inside the graph (`bert_tf.tasks.classifier.export`) ->
 * `cls` float32 [B,H]: the last layer's [CLS] vector;
 * `pooled` float32 [B,H]: the pooler's output (dense + tanh on [CLS]);
 * `mean` float32 [B,H]: the last layer averaged over the real tokens ([CLS] and [SEP] included);
@@ -30,7 +30,7 @@ def _strip_pattern() -> str:
 
 
 def split_pairs(text: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """`features_extraction.parse_line` on string [B] -> (text_a, text_b, has_b bool [B])."""
+    """`extraction.parse_line` on string [B] -> (text_a, text_b, has_b bool [B])."""
     text = tf.strings.regex_replace(text, _strip_pattern(), "")
     pair = r"^(.*) \|\|\| (.*)$"  # greedy: the last " ||| " splits, as Python's re
     has_b = tf.strings.regex_full_match(text, pair)

@@ -5,7 +5,7 @@ trained with --data_format=char, one character per word, whitespace ignored) ->
 `tags` string [B,W] (each word's tag; "" past `num_words`), `words` string [B,W] and
 `num_words` int32 [B]. Inside the graph, as run_ner.py: each word is tokenized on its own (no
 pieces -> [UNK]; at most max_seq_length - 2 pieces), sentences too long for one window are split
-at word boundaries into windows sharing `window_overlap` pieces (`tagging.plan_windows`), each
+at word boundaries into windows sharing `window_overlap` pieces (`ner/data.py` `plan_windows`), each
 word is tagged at its first piece by the one window that scores it.
 
 Decoding is one step, `TaggerServing.decode` (the label of the largest logit), so another
@@ -37,7 +37,7 @@ def split_words(text: tf.Tensor, char_format: bool) -> tf.RaggedTensor:
 
 
 def word_pieces(tokenizer: tf.Module, words: tf.RaggedTensor, capacity: int) -> tf.RaggedTensor:
-    """int64 ragged [B, (W), (P)]: each word's pieces as `tagging._word_pieces` gives them."""
+    """int64 ragged [B, (W), (P)]: each word's pieces as `data._word_pieces` gives them."""
     pieces = tokenizer.tokenize(words.flat_values)  # [N, (P)]
     count = pieces.row_lengths()
     unk = tf.fill([pieces.nrows(), 1], tf.constant(tokenizer.special_ids["[UNK]"], tf.int64))
@@ -48,7 +48,7 @@ def word_pieces(tokenizer: tf.Module, words: tf.RaggedTensor, capacity: int) -> 
 
 
 def plan_windows(counts: tf.RaggedTensor, capacity: int, overlap: int) -> dict[str, tf.Tensor]:
-    """`tagging.plan_windows` for every sentence at once.
+    """`data.plan_windows` (ner/data.py) for every sentence at once.
 
     Args:
       counts: int64 ragged [B, (W)] pieces per word (each <= capacity).
