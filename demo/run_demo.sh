@@ -108,6 +108,6 @@ python predict.py --export_dir="$OUT/ner_savedmodel" --input_file="$OUT/raw_ner.
 cat "$OUT/ner_raw_predictions.jsonl"
 python predict.py --export_dir="$OUT/features_savedmodel" --input_file="$OUT/raw_sentences.txt" \
   --output_file="$OUT/features_raw.jsonl"
-python -c "import json,sys; [print({k: r[k] if k == 'tokens' else len(r[k]) for k in ('tokens', 'mean')}) for r in map(json.loads, open(sys.argv[1]))]" "$OUT/features_raw.jsonl"
+python -c "import json,sys; [print(r['tokens'][:r['length']], 'mean of', len(r['mean']), 'values') for r in map(json.loads, open(sys.argv[1]))]" "$OUT/features_raw.jsonl"
 
 step "Done: outputs are under $OUT/"
