@@ -67,22 +67,27 @@ def gelu_exact(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.gelu(x, approximate=False)
 
 
-def _linear(x: tf.Tensor) -> tf.Tensor:
-    return x
-
-
 ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
-    "gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh, "linear": _linear,
+    "gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,
 }
 
 
-def get_activation(name: str) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Maps a `hidden_act` name from bert_config.json to a function."""
+def get_activation(name) -> Callable[[tf.Tensor], tf.Tensor] | None:
+    """Maps a `hidden_act` name from bert_config.json (any case) to a function.
+
+    As in the original: a non-string (a function, or None) is returned as is, and "linear" or an
+    empty name give None (no activation).
+    """
+    if not isinstance(name, str):
+        return name
+    if not name or name.lower() == "linear":
+        return None
     try:
-        return ACTIVATIONS[name]
+        return ACTIVATIONS[name.lower()]
     except KeyError:
         raise ValueError(
-            f"unknown hidden_act {name!r}; expected one of {', '.join(ACTIVATIONS)}") from None
+            f"unknown hidden_act {name!r}; expected one of {', '.join(ACTIVATIONS)}, linear"
+        ) from None
 
 
 def initializer(config: BertConfig) -> keras.initializers.Initializer:
@@ -349,7 +354,8 @@ class BertEncoder(keras.Model):
     (default all zeros). Returns a dict: `sequence_output` [B,S,H] (zeros at the padding
     positions of rows that have real tokens, except the first position, which the original
     also computes), `pooled_output` [B,H] (dense + tanh on the first token), `encoder_outputs` (list
-    of L tensors [B,S,H], one per block). See the module docstring for variable names and mixed
+    of L tensors [B,S,H], one per block), `embedding_output` [B,S,H] (the blocks' input: the
+    embeddings after LayerNorm and dropout). See the module docstring for variable names and mixed
     precision.
 
     `output_positions` (int [B,P], each a real token) asks for the last layer at those positions
@@ -412,6 +418,7 @@ class BertEncoder(keras.Model):
                               query_rows=layout.rows_at(positions))
             rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]
             return {"selected_output": rows[:, 1:], "pooled_output": self.pooler(rows[:, 0])}
+        embedding_output = tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, -1])
         encoder_outputs = []
         for block in blocks:
             x = block(x, layout=layout, training=training)
@@ -419,9 +426,22 @@ class BertEncoder(keras.Model):
                 tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
         first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
         return {"sequence_output": encoder_outputs[-1], "pooled_output": self.pooler(first_tokens),
-                "encoder_outputs": encoder_outputs}
+                "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
         """A zero batch of the input dict, for building or tracing."""
         ids = tf.zeros([batch_size, seq_length], tf.int32)
         return {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": ids}
+
+
+# The original modeling.py's public API, here where its users import it (`modeling.BertModel`,
+# `modeling.BertConfig`, `modeling.get_shape_list`, ...). Imported last: both modules build on
+# the encoder above.
+from bert_tf.modeling_compat import (BertConfig, BertModel,  # noqa: E402,F401,F811
+                                     get_assignment_map_from_checkpoint, init_from_checkpoint,
+                                     reset_variable_scopes, variable_name)
+from bert_tf.modeling_helpers import (assert_rank, create_attention_mask_from_input_mask,  # noqa: E402,F401
+                                      create_initializer, dropout, embedding_lookup,
+                                      embedding_postprocessor, get_shape_list, layer_norm,
+                                      layer_norm_and_dropout, reshape_from_matrix,
+                                      reshape_to_matrix)
