@@ -83,7 +83,9 @@ def _scope_encoder(config: config_lib.BertConfig, scope: str) -> BertEncoder:
     with tf.init_scope():
         encoder = _PaddedEncoder(config, name=scope)
     from bert_tf.checkpoints import encoder_mappings  # noqa: PLC0415 (checkpoints imports modeling)
-    _NAMES[scope] = {id(m.variable): scope + m.name[len("bert"):] for m in encoder_mappings(encoder)}
+    # Both the Keras variables and the tf.Variables behind them (what a GradientTape watches).
+    _NAMES[scope] = {id(v): scope + m.name[len("bert"):] for m in encoder_mappings(encoder)
+                     for v in (m.variable, m.variable.value)}
     _SCOPES[scope] = encoder
     return encoder
 
