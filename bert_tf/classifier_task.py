@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import finetuning, losses, models, serving, training
+from bert_tf import classifier_processors, finetuning, losses, models, serving, training
 from bert_tf.config import BertConfig
 from bert_tf.data import classification, classifier_features
 from bert_tf.errors import UserError
@@ -35,15 +35,18 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     """The classifier's options: the shared ones plus run_classifier.py's own flags.
 
     `custom_spec` is the custom task's spec dict (see `classification.custom_task`),
-    `export_dir` where to write the SavedModel (None: no export).
+    `export_dir` where to write the SavedModel (None: no export), `processor` a user's
+    DataProcessor class as `module:Class` or `path/to/file.py:Class` (classifier_processors),
+    which then reads the examples in place of the task's files.
     """
 
-    task_name: str
+    task_name: str | None
     data_dir: str
     do_eval: bool = False
     xnli_language: str = "zh"
     custom_spec: Mapping[str, Any] | None = None
     export_dir: str | None = None
+    processor: str | None = None
 
 
 class ClassifierTask(finetuning.EncoderTask):
@@ -142,6 +145,20 @@ def resolve_task(options: ClassifierOptions) -> classification.TaskSpec:
     return task
 
 
+def _task_and_reader(options: ClassifierOptions):
+    """The task and, for a user's processor, its example reader (None: the task's files)."""
+    if options.processor is None:
+        if not options.task_name:
+            raise UserError("--task_name is required (or --processor=module:Class for your own "
+                            "DataProcessor)")
+        return resolve_task(options), None
+    splits = tuple(split for split, wanted in (("train", options.do_train), ("dev", options.do_eval),
+                                               ("test", options.do_predict)) if wanted)
+    processor = classifier_processors.load_processor(options.processor, splits)
+    return classifier_processors.processor_task(
+        processor, options.task_name or type(processor).__name__)
+
+
 def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
                    strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
     """Trains, evaluates, predicts and exports, as `options` asks.
@@ -159,13 +176,14 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir")
+    task, read_split = _task_and_reader(options)
     bert_config = options.load_bert_config(run_config)
-    task = resolve_task(options)
     os.makedirs(run_config.output_dir, exist_ok=True)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(
         task, options.data_dir, run_config.output_dir, options.max_seq_length,
-        options.create_tokenizer(run_config.init_checkpoint), options.tokenizer_files, options.do_lower_case)
+        options.create_tokenizer(run_config.init_checkpoint), options.tokenizer_files, options.do_lower_case,
+        read_split)
     loop_task = ClassifierTask(bert_config, task.num_labels, task.regression)
     out: dict[str, Any] = {}
     if options.do_train:
