@@ -275,9 +275,11 @@ class TransformerBlock(keras.layers.Layer):
     def _projection(self, x: tf.Tensor, layers: tuple[Dense, ...]) -> tf.Tensor:
         """x [M,H] @ the layers' kernels side by side + their biases → [M, len(layers)·H]."""
         dtype = self.compute_dtype
-        kernel = tf.concat([tf.cast(l.kernel, dtype) for l in layers], axis=1)  # [H,kH]
-        bias = tf.concat([tf.cast(l.bias, dtype) for l in layers], axis=0)
-        return tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        kernels = [tf.cast(l.kernel, dtype) for l in layers]
+        biases = [tf.cast(l.bias, dtype) for l in layers]
+        if len(layers) > 1:  # one layer's kernel is used as is: no concat op left dangling
+            kernels, biases = [tf.concat(kernels, axis=1)], [tf.concat(biases, axis=0)]  # [H,kH]
+        return tf.nn.bias_add(tf.matmul(x, kernels[0]), biases[0])
 
     def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
         """[B*Q,H] → [B,N,Q,D]."""

@@ -51,6 +51,35 @@ def test_original_tester_output_shapes():
     assert model.get_embedding_table().shape == (99, 32)
 
 
+def _unreachable_ops(graph, outputs, side_effects) -> list[str]:
+    """Names of the ops of `graph` that feed neither `outputs` (tensors) nor `side_effects`
+    (ops that run for their effect: variable assignments)."""
+    stack = [t.op for t in outputs] + list(side_effects)
+    seen = set()
+    while stack:
+        op = stack.pop()
+        if op.name not in seen:
+            seen.add(op.name)
+            stack.extend([t.op for t in op.inputs] + list(op.control_inputs))
+    return [op.name for op in graph.get_operations() if op.name not in seen]
+
+
+def test_original_tester_graph_has_no_unreachable_op():
+    """The original's check that every op of the model's graph serves its outputs (here the
+    graph tf.function traces; dropout's seed updates run as the function's side effects)."""
+    inputs = _tester_inputs()
+    config = modeling.BertConfig(**TESTER_CONFIG)
+
+    def outputs():
+        model = modeling.BertModel(config, True, *inputs)
+        return [model.get_embedding_output(), model.get_sequence_output(),
+                model.get_pooled_output(), *model.get_all_encoder_layers()]
+
+    traced = tf.function(outputs).get_concrete_function()
+    graph = traced.graph
+    assert _unreachable_ops(graph, graph.outputs, graph.control_outputs) == []
+
+
 def test_config_to_json_string_keeps_sizes_the_heads_do_not_divide():
     config = modeling.BertConfig(vocab_size=99, hidden_size=37)
     obj = json.loads(config.to_json_string())
