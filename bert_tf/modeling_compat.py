@@ -64,20 +64,28 @@ def reset_variable_scopes() -> None:
     _NAMES.clear()
 
 
-def _same_shapes(a: config_lib.BertConfig, b: config_lib.BertConfig) -> bool:
-    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-    return (config_lib.BertConfig.to_dict(dataclasses.replace(a, **no_dropout))
-            == config_lib.BertConfig.to_dict(dataclasses.replace(b, **no_dropout)))
+_DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
-def _scope_encoder(config: config_lib.BertConfig, scope: str) -> BertEncoder:
+def _differences(a: config_lib.BertConfig, b: config_lib.BertConfig, is_training: bool
+                 ) -> list[str]:
+    """The fields in which two configs cannot share one encoder: any size or activation, and
+    the dropout rates when `b` is for training (the encoder's dropout layers hold `a`'s)."""
+    skipped = {"extra"} | (set() if is_training else set(_DROPOUT_FIELDS))
+    return [f.name for f in dataclasses.fields(config_lib.BertConfig)
+            if f.name not in skipped and getattr(a, f.name) != getattr(b, f.name)]
+
+
+def _scope_encoder(config: config_lib.BertConfig, scope: str, is_training: bool) -> BertEncoder:
     """The encoder of `scope`, created on first use (outside any tf.function being traced)."""
     encoder = _SCOPES.get(scope)
     if encoder is not None:
-        if not _same_shapes(encoder.config, config):
+        differences = _differences(encoder.config, config, is_training)
+        if differences:
             raise ValueError(
-                f"variable scope '{scope}' already holds a BertModel of another config; pass "
-                "another scope, or call modeling.reset_variable_scopes() to start afresh")
+                f"variable scope '{scope}' already holds a BertModel whose config differs in "
+                f"{', '.join(differences)}; pass another scope, or call "
+                "modeling.reset_variable_scopes() to start afresh")
         return encoder
     # Variables are created eagerly even while a tf.function traces this (its first trace).
     with tf.init_scope():
@@ -129,13 +137,15 @@ class BertModel:
             raise ValueError(
                 f"The hidden size ({config.hidden_size}) is not a multiple of the number of "
                 f"attention heads ({config.num_attention_heads})")
+        symbolic = keras.backend.is_keras_tensor(input_ids)
+        if not symbolic:
+            input_ids = tf.convert_to_tensor(input_ids)
         if len(input_ids.shape) != 2:
             raise ValueError(f"input_ids must be of rank 2 [batch, seq_length], got shape "
                              f"{list(input_ids.shape)}")
         self.scope = scope or "bert"
-        self.encoder = _scope_encoder(config, self.scope)
+        self.encoder = _scope_encoder(config, self.scope, bool(is_training))
         inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": token_type_ids}
-        symbolic = keras.backend.is_keras_tensor(input_ids)
         # Keras inputs pass as they are; anything else becomes an int32 tensor.
         inputs = {k: v if symbolic else tf.cast(v, tf.int32) for k, v in inputs.items()
                   if v is not None}

@@ -128,8 +128,13 @@ def test_scope_shares_weights_and_dropout_follows_is_training(tiny_config):
     again = modeling.BertModel(tiny_config, False, ids)
     np.testing.assert_array_equal(again.get_pooled_output(), second.get_pooled_output())
     assert np.abs(first.get_sequence_output() - second.get_sequence_output()).max() > 1e-3
-    with pytest.raises(ValueError, match="scope 'bert' already holds"):
+    with pytest.raises(ValueError, match="scope 'bert' already holds .* differs in hidden_size"):
         modeling.BertModel(tiny_config.replace(hidden_size=64), False, ids)
+    # The original's eval config: dropout 0; shared for evaluation, not for training.
+    no_dropout = tiny_config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    assert modeling.BertModel(no_dropout, False, ids).get_embedding_table() is first.get_embedding_table()
+    with pytest.raises(ValueError, match="differs in hidden_dropout_prob"):
+        modeling.BertModel(no_dropout, True, ids)
     assert modeling.variable_name(other.get_embedding_table()) == "other/embeddings/word_embeddings"
 
 
