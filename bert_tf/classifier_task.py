@@ -178,6 +178,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
                          "--export_dir")
     task, read_split = _task_and_reader(options)
     bert_config = options.load_bert_config(run_config)
+    options = finetuning.static_shape_options(options, run_config, strategy)
     os.makedirs(run_config.output_dir, exist_ok=True)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(

@@ -3,8 +3,9 @@
 Code written against the original (`modeling.BertModel(config=..., is_training=...,
 input_ids=...)`, `get_pooled_output()`, `get_assignment_map_from_checkpoint` then
 `init_from_checkpoint`) runs eagerly, inside `tf.function` and inside a Keras functional model.
-`BertModel` computes nothing of its own: it runs a `BertEncoder` (bert_tf.modeling) that
-computes every position, padding included, so every output is the original's.
+`BertModel` computes nothing of its own: it runs a `BertEncoder` (bert_tf.modeling) built with
+`compute_padding=True`, which computes every position, padding included, so every output is the
+original's.
 
 Variables live in *scopes*, as the original's `tf.variable_scope`: the first `BertModel` built
 under a scope name (default "bert") creates the encoder; every later one with the same name uses
@@ -29,7 +30,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf import config as config_lib
-from bert_tf.modeling import BertEncoder, keep_padding
+from bert_tf.modeling import BertEncoder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,16 +41,6 @@ class BertConfig(config_lib.BertConfig):
 
     def check_head_size(self) -> None:
         """Deferred to `BertModel` (the original's attention layer raised it)."""
-
-
-class _PaddedEncoder(BertEncoder):
-    """The encoder computing every position, padding included, as the original does
-    (`keep_padding()` around each call, wherever Keras or a tf.function traces it)."""
-
-    def call(self, inputs: dict, training=False, output_positions=None) -> dict:
-        # static_shapes=False: attention may stop at the longest row; the same numbers.
-        with keep_padding(static_shapes=False):
-            return super().call(inputs, training=training, output_positions=output_positions)
 
 
 # scope name -> the encoder holding its weights; and, per scope, id(variable) -> original name.
@@ -89,7 +80,8 @@ def _scope_encoder(config: config_lib.BertConfig, scope: str, is_training: bool)
         return encoder
     # Variables are created eagerly even while a tf.function traces this (its first trace).
     with tf.init_scope():
-        encoder = _PaddedEncoder(config, name=scope)
+        # compute_padding: every position, padding included, holds the original's value.
+        encoder = BertEncoder(config, name=scope, compute_padding=True)
     from bert_tf.checkpoints import encoder_mappings  # noqa: PLC0415 (checkpoints imports modeling)
     # Both the Keras variables and the tf.Variables behind them (what a GradientTape watches).
     _NAMES[scope] = {id(v): scope + m.name[len("bert"):] for m in encoder_mappings(encoder)
