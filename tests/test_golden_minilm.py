@@ -130,8 +130,9 @@ def test_hf_pretraining_directory_matches_transformers(tmp_path):
     ids = rng.integers(1, 99, size=mask.shape).astype(np.int32) * mask
     segments = (rng.random(mask.shape) < 0.5).astype(np.int32) * mask
     positions = np.tile(np.arange(13, dtype=np.int32), (3, 1))  # every position, as HF scores them
-    ours = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments,
-                  "masked_lm_positions": positions})
+    with modeling.keep_padding():  # HF scores the padding positions too
+        ours = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments,
+                      "masked_lm_positions": positions})
     with torch.no_grad():
         theirs = reference(input_ids=torch.tensor(ids, dtype=torch.long),
                            attention_mask=torch.tensor(mask),
