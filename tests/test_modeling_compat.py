@@ -224,3 +224,65 @@ def test_docstring_example_and_the_original_create_optimizer_call():
     assert not any("LayerNorm" in name or "bias" in name for name in decayed)
     with pytest.raises(ValueError, match="as a function of no arguments"):
         optimization.create_optimizer(loss(), 1e-2, 10, 1, False)
+
+
+def test_shape_and_rank_helpers():
+    x = tf.zeros([2, 3, 4])
+    assert modeling.get_shape_list(x, expected_rank=3) == [2, 3, 4]
+    with pytest.raises(ValueError, match="actual rank `3`.*expected rank `2`"):
+        modeling.get_shape_list(x, expected_rank=2)
+    modeling.assert_rank(x, [2, 3])
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3, 4])])
+    def dynamic(t):
+        shape = modeling.get_shape_list(t)
+        assert tf.is_tensor(shape[0]) and shape[1:] == [3, 4]
+        matrix = modeling.reshape_to_matrix(t)  # [B*3,4]
+        return modeling.reshape_from_matrix(matrix * 2.0, shape), tf.shape(matrix)
+
+    back, matrix_shape = dynamic(tf.ones([5, 3, 4]))
+    np.testing.assert_array_equal(back, np.full([5, 3, 4], 2.0))
+    assert matrix_shape.numpy().tolist() == [15, 4]
+
+
+def test_attention_mask_activation_and_initializer_helpers():
+    mask = modeling.create_attention_mask_from_input_mask(tf.zeros([2, 3]), [[1, 1, 0, 0], [1, 0, 0, 0]])
+    assert mask.shape == (2, 3, 4) and mask.dtype == tf.float32
+    np.testing.assert_array_equal(mask[0], [[1, 1, 0, 0]] * 3)
+    np.testing.assert_array_equal(mask[1], [[1, 0, 0, 0]] * 3)
+    x = tf.constant([-3.0, -0.5, 0.0, 1.0, 2.5])
+    expected = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(modeling.gelu(x), expected, atol=1e-6)
+    assert modeling.get_activation("linear") is None and modeling.get_activation("") is None
+    assert modeling.get_activation(None) is None and modeling.get_activation(tf.tanh) is tf.tanh
+    np.testing.assert_array_equal(modeling.get_activation("ReLU")(x), tf.nn.relu(x))
+    with pytest.raises(ValueError, match="unknown hidden_act 'swish'"):
+        modeling.get_activation("swish")
+    values = modeling.create_initializer(0.5)([200, 200]).numpy()
+    assert np.abs(values).max() <= 1.0 and 0.4 < values.std() < 0.5  # cut at 2σ: std 0.88σ
+
+
+def test_dropout_layer_norm_and_embedding_helpers():
+    x = tf.random.normal([64, 64], seed=1) + 3.0
+    assert modeling.dropout(x, 0.0) is x and modeling.dropout(x, None) is x
+    dropped = modeling.dropout(tf.ones([100, 100]), 0.25).numpy()
+    assert set(np.unique(dropped)) <= {0.0, np.float32(1 / 0.75)} and 0.2 < (dropped == 0).mean() < 0.3
+    normed = modeling.layer_norm(x).numpy()
+    np.testing.assert_allclose(normed.mean(-1), 0, atol=1e-5)
+    np.testing.assert_allclose(normed.var(-1), 1, atol=1e-3)
+    np.testing.assert_array_equal(modeling.layer_norm_and_dropout(x, 0.0), normed)
+
+    ids = tf.constant([[1, 4, 2], [0, 3, 3]])
+    output, table = modeling.embedding_lookup(ids, vocab_size=5, embedding_size=6)
+    assert output.shape == (2, 3, 6) and table.shape == (5, 6)
+    np.testing.assert_array_equal(output, tf.gather(table, ids))
+    one_hot, one_hot_table = modeling.embedding_lookup(ids, 5, 6, use_one_hot_embeddings=True)
+    np.testing.assert_allclose(one_hot, tf.gather(one_hot_table, ids), atol=1e-6)
+    post = modeling.embedding_postprocessor(output, use_token_type=True, token_type_ids=ids % 2,
+                                            max_position_embeddings=8, dropout_prob=0.0)
+    assert post.shape == (2, 3, 6)
+    np.testing.assert_allclose(post.numpy().mean(-1), 0, atol=1e-5)
+    with pytest.raises(ValueError, match="token_type_ids"):
+        modeling.embedding_postprocessor(output, use_token_type=True)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        modeling.embedding_postprocessor(output, max_position_embeddings=2)
