@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from bert_tf import config as config_lib
 from bert_tf.modeling import BertEncoder
+from bert_tf.tf1_names import attribute, bert_encoder_names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,10 +83,11 @@ def _scope_encoder(config: config_lib.BertConfig, scope: str, is_training: bool)
     with tf.init_scope():
         # compute_padding: every position, padding included, holds the original's value.
         encoder = BertEncoder(config, name=scope, compute_padding=True)
-    from bert_tf.checkpoints import encoder_mappings  # noqa: PLC0415 (checkpoints imports modeling)
     # Both the Keras variables and the tf.Variables behind them (what a GradientTape watches).
-    _NAMES[scope] = {id(v): scope + m.name[len("bert"):] for m in encoder_mappings(encoder)
-                     for v in (m.variable, m.variable.value)}
+    variables = {name: attribute(encoder, path) for name, path
+                 in bert_encoder_names(config.num_hidden_layers).items()}
+    _NAMES[scope] = {id(v): scope + name[len("bert"):] for name, variable in variables.items()
+                     for v in (variable, variable.value)}
     _SCOPES[scope] = encoder
     return encoder
 
