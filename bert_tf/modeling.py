@@ -46,7 +46,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 
 LAYER_NORM_EPSILON = 1e-12
 # Added to the attention scores of padding positions, as in the original.
@@ -471,11 +471,10 @@ class BertEncoder(keras.Model):
 # The original modeling.py's public API, here where its users import it (`modeling.BertModel`,
 # `modeling.BertConfig`, `modeling.get_shape_list`, ...). Imported last: both modules build on
 # the encoder above.
-from bert_tf.modeling_compat import (BertConfig, BertModel,  # noqa: E402,F401,F811
-                                     get_assignment_map_from_checkpoint, init_from_checkpoint,
-                                     reset_variable_scopes, variable_name)
-from bert_tf.modeling_helpers import (assert_rank, create_attention_mask_from_input_mask,  # noqa: E402,F401
-                                      create_initializer, dropout, embedding_lookup,
-                                      embedding_postprocessor, get_shape_list, layer_norm,
-                                      layer_norm_and_dropout, reshape_from_matrix,
-                                      reshape_to_matrix)
+from bert_tf.model.compat import (BertConfig, BertModel, get_assignment_map_from_checkpoint,
+                                  init_from_checkpoint, reset_variable_scopes, variable_name)
+from bert_tf.model.compat_helpers import (assert_rank, create_attention_mask_from_input_mask,
+                                          create_initializer, dropout, embedding_lookup,
+                                          embedding_postprocessor, get_shape_list, layer_norm,
+                                          layer_norm_and_dropout, reshape_from_matrix,
+                                          reshape_to_matrix)

@@ -14,7 +14,7 @@ Order of a step, on every replica (see `_BertOptimizer._clip_gradients`):
   1. gradients are summed across replicas (tf.distribute all-reduce), once;
   2. the summed gradients are clipped to global norm `clip_norm` (1.0, as the original);
   3. each variable is updated with the rule above (one XLA-compiled pure function per variable).
-The loop therefore supplies each replica's share of the global-batch loss (see `bert_tf.losses`).
+The loop therefore supplies each replica's share of the global-batch loss (see `bert_tf.model.losses`).
 
 Weight-decay exclusion: a variable is not decayed when any of the `exclude_from_weight_decay`
 strings (default `LayerNorm`, `layer_norm`, `bias`) occurs, case-sensitively, in its Keras path
@@ -339,7 +339,7 @@ def create_optimizer(*args, **kwargs):
     (see `build_optimizer`, what the training loop uses). The original's call
     `create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu)`, with `loss` a
     function of no arguments, returns a `TrainOp` that runs one step per call (see
-    `optimization_compat.create_train_op`; docs/migrating.md).
+    `training/optimizer_compat.py`, `create_train_op`; docs/migrating.md).
     """
     first = args[0] if args else kwargs.get("loss")
     if callable(first) or tf.is_tensor(first):
@@ -385,5 +385,4 @@ def build_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
 
 
 # The original optimization.py's names (the optimizer and the loss-first create_optimizer call).
-from bert_tf.optimization_compat import (AdamWeightDecayOptimizer, TrainOp,  # noqa: E402,F401
-                                         create_train_op)
+from bert_tf.training.optimizer_compat import AdamWeightDecayOptimizer, TrainOp, create_train_op
