@@ -20,12 +20,12 @@ import sys
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.tasks.classifier import task as classifier_task
-from bert_tf.training import flags as training_flags
-# The original's names for processors written against it (`from run_classifier import ...`).
 from bert_tf.tasks.classifier import processors as classification
+from bert_tf.tasks.classifier import task as classifier_task
+# The original's names for processors written against it (`from run_classifier import ...`).
 from bert_tf.tasks.classifier.compat import DataProcessor, InputExample  # noqa: F401
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
+from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 
