@@ -2,7 +2,8 @@
 
 Written here from the published formulas (the original's modeling.py, run_pretraining.py and
 optimization.py), with the original's choices that matter for speed: separate query/key/value
-dense layers on [B·S,H] activations, the tanh GELU written out as in the paper, a [B,1,S,S] additive mask, `tf.nn.dropout`
+dense layers on [B·S,H] activations, the tanh GELU written out as in the paper, a [B,1,S,S]
+additive mask, `tf.nn.dropout`
 (stateful Philox), LayerNorm via moments (ε 1e-12), the token-type embedding as a one-hot matmul,
 the masked-LM head on gathered positions with a one-hot log-softmax loss, and the optimizer as
 per-variable graph ops: global-norm clipping, Adam without bias correction, decoupled weight decay,
