@@ -192,6 +192,18 @@ def test_documented_defaults_are_the_scripts_defaults(script_flags):
     assert not problems, "\n".join(problems)
 
 
+def test_every_script_takes_sentencepiece_and_albert_files_where_it_takes_bert_ones(script_flags):
+    """As README, docs/tokenization.md and docs/albert.md say: --spm_model_file wherever
+    --vocab_file, --albert_config_file wherever --bert_config_file."""
+    scripts = sorted(set(docs.console_scripts().values()))
+    assert set(scripts) <= set(script_flags), "every script is named by a documented command"
+    problems = [f"{script}: --{flag} without --{alias}" for script in scripts
+                for flag, alias in (("vocab_file", "spm_model_file"),
+                                    ("bert_config_file", "albert_config_file"))
+                if flag in script_flags[script] and alias not in script_flags[script]]
+    assert not problems, "\n".join(problems)
+
+
 # ------------------------------------------------------------------ imports and names
 def _resolves(dotted: str) -> bool:
     """Whether `bert_tf.a.b.c` names a module or an attribute of one."""
