@@ -8,11 +8,14 @@ Conventions the docs follow (and tests/test_docs.py checks):
 - A fence tagged `python`, or an untagged one whose text parses as Python and imports
   something, is a Python snippet; its `from bert_tf... import` lines must resolve.
 - `<!-- runnable -->` on the line before a fence: the test runs the fence (placeholders
-  substituted from tests/test_docs.py's one table).
+  substituted from tests/test_docs.py's one table): shell commands from the repository's root,
+  Python in a scratch directory. In a runnable Python fence, a line `expression  # literal`
+  (`tokenizer.tokenize("...")  # ['cr', '##eme', ...]`) must give that value.
 - The scripts' module docstrings are read as untagged fences too (their example commands).
-- A documented default: a Markdown table row whose first cell is `` `--flag` `` and whose second
-  cell is the default (`` `value` ``, a number, True/False, None or `""`), as in
-  docs/pretraining_data.md's flag tables.
+- A documented default: a row of a table whose header starts `| flag | default |`, first cell
+  `` `--flag` ``, second cell the default (`` `value` ``, a number, True/False, None, `""` or
+  "required"); or the phrases "`--flag` (default X)" and "`--flag=X` (default)". The script is
+  the nearest command in the same section (between headings), else the nearest above.
 """
 
 from __future__ import annotations
@@ -206,19 +209,7 @@ def flag_name(arg: str) -> str | None:
     return match.group(1) if match else None
 
 
-_DEFAULT_ROW = re.compile(r"^\|\s*`--(\w+)`\s*\|\s*([^|]*?)\s*\|")
-
-
-def documented_defaults() -> list[tuple[str, int, str, str]]:
-    """(file, line, flag, default text) for each flag-table row (see the module docstring)."""
-    rows = []
-    for path in doc_files():
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                match = _DEFAULT_ROW.match(line)
-                if match:
-                    rows.append((path, number, match.group(1), match.group(2)))
-    return rows
+DEFAULT_ROW = re.compile(r"^\|\s*`--(\w+)`\s*\|\s*([^|]*?)\s*\|")
 
 
 def _absl_flags(module_path: str, baseline: set[str]) -> dict[str, dict]:

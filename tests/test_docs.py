@@ -150,7 +150,7 @@ def _stated_defaults() -> list[tuple[str, int, str, str]]:
                 in_table = True
             elif not line.startswith("|"):
                 in_table = False
-            match = in_table and docs._DEFAULT_ROW.match(line)
+            match = in_table and docs.DEFAULT_ROW.match(line)
             if match:
                 rows.append((path, number, match.group(1), match.group(2)))
             for name, value in re.findall(r"`--(\w+)=([^`\s]+)` \(default\)", line):
