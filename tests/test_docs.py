@@ -13,6 +13,7 @@ import importlib.resources
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -202,6 +203,28 @@ def test_every_script_takes_sentencepiece_and_albert_files_where_it_takes_bert_o
                                     ("bert_config_file", "albert_config_file"))
                 if flag in script_flags[script] and alias not in script_flags[script]]
     assert not problems, "\n".join(problems)
+
+
+def test_documented_make_commands_name_existing_targets_and_variables():
+    """`make demo`, `make test TF_EXTRA=gpu`, ...: the target and each VAR= are the Makefile's."""
+    with open(os.path.join(REPO, "Makefile"), encoding="utf-8") as f:
+        makefile = f.read()
+    targets = set(re.findall(r"^([\w.-]+):", makefile, re.M))
+    variables = set(re.findall(r"^(\w+)\s*[?:]?=", makefile, re.M))
+    found, problems = 0, []
+    for path in docs.doc_files():
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                for command in re.findall(r"(?:^|`)(make\s+[^`#\n]*)", line):
+                    words = shlex.split(command)
+                    found += 1
+                    for word in words[1:]:
+                        name = word.split("=", 1)[0]
+                        if ("=" in word and name not in variables) or (
+                                "=" not in word and word not in targets):
+                            problems.append(f"{os.path.relpath(path, REPO)}:{number}: {command}: "
+                                            f"{name} is not in the Makefile")
+    assert found >= 3 and not problems, "\n".join(problems)
 
 
 # ------------------------------------------------------------------ imports and names
