@@ -244,6 +244,18 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
+def test_every_python_snippet_is_python():
+    """Python fences parse (`...` stands for elided code, as Python allows)."""
+    problems = []
+    for fence in docs.all_fences():
+        if docs.is_python(fence):
+            try:
+                ast.parse(fence.text)
+            except SyntaxError as e:
+                problems.append(f"{os.path.relpath(fence.path, REPO)}:{fence.line + e.lineno}: {e.msg}")
+    assert not problems, "\n".join(problems)
+
+
 def test_every_bert_tf_import_and_name_in_the_docs_resolves():
     """`from bert_tf... import x` in snippets, and `bert_tf.a.b` named in the text, exist."""
     problems = []
