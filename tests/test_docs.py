@@ -236,6 +236,10 @@ def _resolves(dotted: str) -> bool:
             target = importlib.import_module(".".join(parts[:cut]))
         except ModuleNotFoundError:
             continue
+        # Only this checkout's modules count (an editable install of another checkout could
+        # still provide a module this one has moved).
+        if not os.path.abspath(target.__file__).startswith(os.path.join(REPO, "bert_tf")):
+            return False
         for attr in parts[cut:]:
             if not hasattr(target, attr):
                 return False
