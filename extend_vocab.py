@@ -23,7 +23,9 @@ A SentencePiece (ALBERT) checkpoint grows the same way, by appended user-defined
 
 from absl import app, flags
 
-from bert_tf import cli, model_config, training_flags, vocab_extension
+from bert_tf import cli
+from bert_tf.checkpoints import model_config, vocab_extension
+from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

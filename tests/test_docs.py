@@ -277,6 +277,23 @@ def test_every_bert_tf_import_and_name_in_the_docs_resolves():
     assert not problems, "names the docs use that do not exist:\n" + "\n".join(problems)
 
 
+def test_every_repository_path_and_link_in_the_docs_exists():
+    """`tests/...`, `benchmarks/...`, `bert_tf/...`, `demo/...`, `docs/...` files named in code
+    spans, and relative Markdown links, point at files of this checkout."""
+    problems = []
+    for path in docs.doc_files():
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                named = re.findall(r"`((?:tests|benchmarks|bert_tf|demo|docs)/[\w/.-]+\.\w+)", line)
+                linked = [os.path.relpath(os.path.join(os.path.dirname(path), target), REPO)
+                          for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", line)
+                          if not re.match(r"^\w+:", target)]
+                problems += [f"{os.path.relpath(path, REPO)}:{number}: {name}"
+                             for name in named + linked
+                             if not os.path.exists(os.path.join(REPO, name))]
+    assert not problems, "files the docs name that do not exist:\n" + "\n".join(problems)
+
+
 # ------------------------------------------------------------------ runnable snippets
 RUNNABLE = [fence for fence in docs.all_fences() if fence.runnable]
 
@@ -316,9 +333,10 @@ def snippet_paths(tmp_path_factory) -> dict[str, str]:
     """The fixture files the placeholders point at."""
     import tensorflow as tf
 
-    from bert_tf import checkpoints, models
-    from bert_tf.config import BertConfig
-    from bert_tf.data import features
+    from bert_tf.checkpoints import name_map as checkpoints
+    from bert_tf.model import models
+    from bert_tf.model.config import BertConfig
+    from bert_tf.records import features
 
     tmp = tmp_path_factory.mktemp("docs")
     with open(os.path.join(MINILM, "vocab.txt"), encoding="utf-8") as f:
