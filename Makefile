@@ -12,6 +12,10 @@ TF_EXTRA ?= cpu
 #   make test TORCH_PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu'
 TORCH_SPEC ?= torch==2.13.0+cpu
 TORCH_PIP_ARGS ?=
+# tensorflow-text (the exports' in-graph tokenizer) of the installed TensorFlow's X.Y release.
+# Its metadata requires the `tensorflow` distribution, which would install a second TensorFlow
+# beside tensorflow-cpu / tensorflow-tpu: --no-deps keeps exactly the build TF_EXTRA chose.
+TF_TEXT_SPEC = tensorflow-text==$$($(PY) -c 'import tensorflow as tf; print(".".join(tf.__version__.split(".")[:2]))').*
 
 .PHONY: install demo test bench clean
 
@@ -20,6 +24,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -e '.[$(TF_EXTRA)]'
+	$(PIP) install -q --no-deps "$(TF_TEXT_SPEC)"
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed

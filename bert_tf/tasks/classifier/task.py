@@ -26,6 +26,7 @@ from absl import logging
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
+from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.classifier import export as serving
 from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
@@ -191,8 +192,10 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             os.path.join(run_config.output_dir, "test_results.tsv"), rows)
     if options.export_dir:
         model = training.load_model(loop_task, run_config)
-        out["export_dir"] = serving.export_classifier(model, options.export_dir, task.labels,
-                                                      task.regression)
+        out["export_dir"] = serving.export_classifier(
+            model, options.export_dir, task.labels, task.regression,
+            in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
+            options.max_seq_length, pair=any(layout.text_b is not None for layout in task.splits.values()))
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 
