@@ -25,7 +25,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import finetuning, losses, models, training
+from bert_tf import crf as crf_ops
+from bert_tf import best_checkpoint, finetuning, losses, models, training
 from bert_tf.config import BertConfig
 from bert_tf.data import classifier_features, datasets, tagging
 from bert_tf.data import features as record_schemas
@@ -33,6 +34,8 @@ from bert_tf.errors import UserError
 from bert_tf.metrics import tagging as tag_metrics
 
 LABEL_LIST_FILE = finetuning.LABEL_LIST_FILE
+DECODES = ("constrained", "argmax")
+DEFAULT_BEST_METRIC = "eval_f1"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -53,42 +56,85 @@ class NerOptions(finetuning.FinetuningOptions):
     dev_file: str = "dev.txt"
     test_file: str = "test.txt"
     window_overlap: int = 32
+    crf: bool = False
+    lstm_size: int = 0
+    crf_learning_rate: float | None = None
+    decode: str = "constrained"
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)
 
 
 class TaggingTask(finetuning.EncoderTask):
-    """Token classifier; loss = Σ w·CE / Σ w over the positions with weight 1 (the first
-    WordPiece of each predicted word), so sub-words, special tokens and padding count nowhere.
+    """Token tagger over the word rows (the first WordPiece of each word a window predicts:
+    `label_weights` 1), so sub-words, special tokens and padding count nowhere.
+
+    Softmax head: loss = Σ w·CE / Σ w. With `crf`: loss = −Σ log p(tags | window) / windows with
+    words, a linear-chain CRF over each window's word rows (`bert_tf.crf`). Decoding: `argmax`
+    per word, or `constrained` (Viterbi where `scheme` forbids ill-formed spans; over the CRF's
+    scores with `crf`, else over the log-softmax), which needs the `labels` names.
 
     Features: int32 `input_ids, input_mask, segment_ids, label_ids, label_weights` [B,S].
     """
 
-    def __init__(self, bert_config: BertConfig, num_labels: int):
+    def __init__(self, bert_config: BertConfig, num_labels: int, *,
+                 labels: Sequence[str] | None = None, scheme: str = "bio", crf: bool = False,
+                 lstm_size: int = 0, decode: str = "argmax", crf_rate_factor: float = 1.0):
         self.bert_config, self.num_labels = bert_config, num_labels
+        self.crf, self.lstm_size, self.decode = crf, lstm_size, decode
+        self.constraints = (crf_ops.scheme_constraints(labels, scheme)
+                            if decode == "constrained" else None)
+        if crf and crf_rate_factor != 1.0:
+            self.learning_rate_multipliers = {"crf/": crf_rate_factor}
 
     def build_model(self) -> keras.Model:
         # The head never reads the pooled output: the loop leaves the pooler, which gets no
         # gradient, as loaded (as the original's optimizer does).
-        return models.token_classifier_model(self.bert_config, self.num_labels)
+        return models.token_classifier_model(self.bert_config, self.num_labels,
+                                             lstm_size=self.lstm_size, crf=self.crf)
 
     def loss_normalizers(self, features):
+        if self.crf:  # windows with at least one word
+            return {"tagging": tf.reduce_sum(tf.cast(
+                tf.reduce_max(features["label_weights"], axis=1) > 0, tf.float32))}
         return {"tagging": tf.reduce_sum(tf.cast(features["label_weights"], tf.float32))}
 
     def losses(self, features, outputs):
+        if self.crf:
+            emissions, lengths, order = crf_ops.compact(outputs["logits"],
+                                                        features["label_weights"])
+            tags = tf.gather(features["label_ids"], order, batch_dims=1)
+            likelihood = crf_ops.crf_log_likelihood(
+                emissions, tags, lengths, outputs["transitions"], outputs["start_scores"],
+                outputs["end_scores"])
+            return {"tagging": -tf.reduce_sum(likelihood)}
         parts = losses.token_classification_loss(outputs["logits"], features["label_ids"],
                                                  features["label_weights"])
         return {"tagging": parts.total}
 
+    def decoded(self, features, outputs) -> tf.Tensor:
+        """int32 [B,S] predicted label ids (0 where `label_weights` is 0 with a Viterbi)."""
+        logits = outputs["logits"]  # [B,S,C]
+        if not self.crf and self.decode == "argmax":
+            return tf.argmax(logits, axis=-1, output_type=tf.int32)
+        weights = features["label_weights"]
+        scores = logits if self.crf else tf.nn.log_softmax(logits)
+        emissions, lengths, order = crf_ops.compact(scores, weights)
+        moves = ([outputs[name] for name in ("transitions", "start_scores", "end_scores")]
+                 if self.crf else [0.0, 0.0, 0.0])
+        if self.constraints is not None:
+            moves = [m + c for m, c in zip(moves, self.constraints)]
+        tags, _ = crf_ops.crf_decode(emissions, lengths, *moves)
+        return crf_ops.expand(tags, order, weights)
+
     def metrics(self, features, outputs):
         weights = tf.cast(features["label_weights"], tf.float32)  # [B,S]
-        predicted = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
+        predicted = self.decoded(features, outputs)
         correct = tf.cast(tf.equal(predicted, features["label_ids"]), tf.float32)
         return {"accuracy": (tf.reduce_sum(weights * correct), tf.reduce_sum(weights))}
 
     def predictions(self, features, outputs):
-        return {"predicted_ids": tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)}
+        return {"predicted_ids": self.decoded(features, outputs)}
 
 
 class Split(NamedTuple):
@@ -175,10 +221,12 @@ def input_fn(split: Split, max_seq_length: int, is_training: bool, seed: int = 1
 
 def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, split: Split,
                  labels: Sequence[str], max_seq_length: int,
-                 options: NerOptions | None = None) -> list[list[str]]:
+                 options: NerOptions | None = None,
+                 checkpoint: str | None = None) -> list[list[str]]:
     """Each sentence's predicted tags (every word predicted by exactly one window)."""
     rows = training.predict(task, run_config, input_fn(split, max_seq_length, False,
-                                                       options=options), strategy)
+                                                       options=options), strategy,
+                            checkpoint=checkpoint)
     predicted = np.zeros([split.features.num_windows, max_seq_length], np.int32)
     for i, row in zip(range(split.features.num_windows), rows):
         # A trimmed batch predicts its own length; positions past it are padding, never read.
@@ -189,13 +237,37 @@ def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, sp
     return [names[ids].tolist() for ids in per_sentence]
 
 
-def _check(options: NerOptions) -> None:
+def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
     if not (options.do_train or options.do_eval or options.do_predict):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict")
     if options.data_format not in tagging.DATA_FORMATS:
         raise UserError(f"--data_format must be one of {tagging.DATA_FORMATS}")
     if options.tag_scheme not in tagging.TAG_SCHEMES:
         raise UserError(f"--tag_scheme must be one of {sorted(tagging.TAG_SCHEMES)}")
+    if options.decode not in DECODES:
+        raise UserError(f"--decode must be one of {', '.join(DECODES)}, got {options.decode!r}")
+    if options.lstm_size < 0:
+        raise UserError(f"--lstm_size must not be negative, got {options.lstm_size}")
+    if labels is not None and options.crf and tag_metrics.OUTSIDE not in labels:
+        raise UserError(f"--crf: the label list {list(labels)} has no {tag_metrics.OUTSIDE!r} "
+                         "(the tag of words outside entities); add it to --labels")
+
+
+def make_task(options: NerOptions, bert_config: BertConfig, labels: Sequence[str],
+              learning_rate: float) -> TaggingTask:
+    """The tagging task `options` ask for (softmax or CRF head, BiLSTM, decoding)."""
+    rate = options.crf_learning_rate
+    return TaggingTask(bert_config, len(labels), labels=labels, scheme=options.tag_scheme,
+                       crf=options.crf, lstm_size=options.lstm_size, decode=options.decode,
+                       crf_rate_factor=rate / learning_rate if rate else 1.0)
+
+
+def reported_keys(labels: Sequence[str]) -> list[str]:
+    """The keys of eval_results.txt for `labels` (per entity type: those the dev file has)."""
+    types = sorted({tag_metrics.split_tag(label)[1] for label in labels} - {""})
+    return (["eval_loss", "loss", "global_step", "eval_precision", "eval_recall", "eval_f1",
+             "eval_accuracy"]
+            + [f"eval_{kind}_{name}" for kind in types for name in ("precision", "recall", "f1")])
 
 
 def run_ner(options: NerOptions, run_config: training.RunConfig,
@@ -219,9 +291,10 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)
              if options.do_train else None)
     labels = resolve_labels(options, output_dir, train)
+    _check(options, labels)
     finetuning.write_label_list(output_dir, labels)
     tokenizer = options.create_tokenizer(run_config.init_checkpoint)
-    task = TaggingTask(bert_config, len(labels))
+    task = make_task(options, bert_config, labels, run_config.learning_rate)
     out: dict[str, Any] = {"labels": labels, "files": {}}
 
     def prepare(name: str, record_name: str, batch: int, need_tags: bool, sentences=None) -> Split:
@@ -230,30 +303,45 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
                              options, labels, tokenizer, os.path.join(output_dir, record_name),
                              batch, need_tags)
 
+    dev: list[Split] = []
+
+    def evaluate(checkpoint: str | None = None) -> tuple[dict[str, float], list[list[str]]]:
+        """eval_results.txt's figures and the predicted tags of the dev file."""
+        if not dev:
+            dev.append(prepare(options.dev_file, "eval.tf_record", run_config.eval_batch_size,
+                               True))
+        loop = training.evaluate(task, run_config, input_fn(
+            dev[0], options.max_seq_length, False, options=options), strategy,
+            checkpoint=checkpoint)
+        predicted = predict_tags(task, run_config.replace(
+            predict_batch_size=run_config.eval_batch_size), strategy, dev[0], labels,
+            options.max_seq_length, options, checkpoint)
+        return {"eval_loss": loop["tagging_loss"], "loss": loop["loss"],
+                "global_step": int(loop["global_step"]),
+                **tag_metrics.results_entries(tag_metrics.evaluate(dev[0].tags, predicted))
+                }, predicted
+
     if options.do_train:
         split = prepare(options.train_file, "train.tf_record", 1, True, train)
         # Windows are the examples the original would count.
         run_config = finetuning.epochs_run_config(run_config, options,
                                                   split.features.num_windows, "training windows")
+        evaluator = best_checkpoint.from_options(
+            options, output_dir, lambda path: evaluate(path)[0],
+            split.features.num_windows // run_config.train_batch_size, DEFAULT_BEST_METRIC,
+            reported_keys(labels), training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(task, run_config, input_fn(
-            split, options.max_seq_length, True, run_config.seed, options), strategy)
+            split, options.max_seq_length, True, run_config.seed, options), strategy, evaluator)
     if options.do_eval:
-        split = prepare(options.dev_file, "eval.tf_record", run_config.eval_batch_size, True)
-        loop = training.evaluate(task, run_config, input_fn(
-            split, options.max_seq_length, False, options=options), strategy)
-        predicted = predict_tags(task, run_config.replace(
-            predict_batch_size=run_config.eval_batch_size), strategy, split, labels,
-            options.max_seq_length, options)
-        out["eval"] = {"eval_loss": loop["tagging_loss"], "loss": loop["loss"],
-                       "global_step": int(loop["global_step"]),
-                       **tag_metrics.results_entries(tag_metrics.evaluate(split.tags, predicted))}
-        out["files"].update(_write_outputs(output_dir, "eval", split, options, predicted,
+        out["eval"], predicted = evaluate()
+        out["files"].update(_write_outputs(output_dir, "eval", dev[0], options, predicted,
                                            out["eval"]))
     if options.do_predict:
         split = prepare(options.test_file, "predict.tf_record", run_config.predict_batch_size,
                         False)
         predicted = predict_tags(task, run_config, strategy, split, labels, options.max_seq_length,
-                                 options)
+                                 options, best_checkpoint.prediction_checkpoint(
+                                     output_dir, options.predict_from))
         if split.tags is not None:
             out["test"] = tag_metrics.results_entries(tag_metrics.evaluate(split.tags, predicted),
                                                       prefix="test_")
