@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import finetuning, losses, models, serving, training
+from bert_tf import best_checkpoint, finetuning, losses, models, serving, training
 from bert_tf.config import BertConfig
 from bert_tf.data import classification, classifier_features
 from bert_tf.errors import UserError
@@ -167,39 +167,63 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         task, options.data_dir, run_config.output_dir, options.max_seq_length,
         options.create_tokenizer(run_config.init_checkpoint), options.tokenizer_files, options.do_lower_case)
     loop_task = ClassifierTask(bert_config, task.num_labels, task.regression)
+    trim = options.trim_features()
+
+    def evaluate(checkpoint: str | None = None) -> dict[str, float]:
+        return _evaluate(task, loop_task, run_config, cache, strategy, trim, checkpoint)
+
     out: dict[str, Any] = {}
     if options.do_train:
         split = cache.records("train")
         run_config = finetuning.epochs_run_config(run_config, options, split.num_examples)
         input_fn = cache.input_fn(split, is_training=True, seed=run_config.seed,
-                                  trim_features=options.trim_features(),
-                                  length_groups=options.length_groups)
-        out["train"] = training.train(loop_task, run_config, input_fn, strategy)
+                                  trim_features=trim, length_groups=options.length_groups)
+        evaluator = best_checkpoint.from_options(
+            options, run_config.output_dir, evaluate,
+            split.num_examples // run_config.train_batch_size, default_metric(task),
+            reported_keys(task), training.is_chief(strategy or tf.distribute.get_strategy()))
+        out["train"] = training.train(loop_task, run_config, input_fn, strategy, evaluator)
     if options.do_eval:
-        out["eval"] = _evaluate(task, loop_task, run_config, cache, strategy,
-                                options.trim_features())
+        out["eval"] = evaluate()
+        finetuning.write_results(os.path.join(run_config.output_dir, "eval_results.txt"),
+                                 out["eval"])
+    checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir,
+                                                       options.predict_from)
     if options.do_predict:
-        input_fn = cache.input_fn(cache.records("test"), is_training=False,
-                                  trim_features=options.trim_features())
+        input_fn = cache.input_fn(cache.records("test"), is_training=False, trim_features=trim)
         rows = (r["predictions"] if task.regression else r["probabilities"]
-                for r in training.predict(loop_task, run_config, input_fn, strategy)
+                for r in training.predict(loop_task, run_config, input_fn, strategy,
+                                          checkpoint=checkpoint)
                 if r["is_real_example"] > 0)
         out["num_predictions"] = write_test_results(
             os.path.join(run_config.output_dir, "test_results.tsv"), rows)
     if options.export_dir:
-        model = training.load_model(loop_task, run_config)
+        model = training.load_model(loop_task, run_config, checkpoint=checkpoint)
         out["export_dir"] = serving.export_classifier(model, options.export_dir, task.labels,
                                                       task.regression)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 
 
-def _evaluate(task, loop_task, run_config, cache, strategy, trim_features) -> dict[str, float]:
+def default_metric(task: classification.TaskSpec) -> str:
+    """The key --best_metric defaults to: the task's first GLUE metric."""
+    return f"eval_{task.metrics[0]}"
+
+
+def reported_keys(task: classification.TaskSpec) -> list[str]:
+    """The keys of eval_results.txt for `task`."""
+    return (["eval_loss", "loss", "global_step"] + ([] if task.regression else ["eval_accuracy"])
+            + [f"eval_{name}" for name in task.metrics if name != "accuracy"])
+
+
+def _evaluate(task, loop_task, run_config, cache, strategy, trim_features,
+              checkpoint: str | None = None) -> dict[str, float]:
+    """eval_results.txt's figures for `checkpoint` (default: the latest) on the dev split."""
     input_fn = cache.input_fn(cache.records("dev"), is_training=False, trim_features=trim_features)
-    loop_results = training.evaluate(loop_task, run_config, input_fn, strategy)
+    loop_results = training.evaluate(loop_task, run_config, input_fn, strategy,
+                                     checkpoint=checkpoint)
     rows = None
     if any(name != "accuracy" for name in task.metrics):
-        rows = list(training.predict(loop_task, run_config, input_fn, strategy))
-    results = eval_metrics(task, loop_results, rows)
-    finetuning.write_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
-    return results
+        rows = list(training.predict(loop_task, run_config, input_fn, strategy,
+                                     checkpoint=checkpoint))
+    return eval_metrics(task, loop_results, rows)

@@ -108,7 +108,7 @@ def define_finetuning_flags(*, with_eval: bool = True,
            "first 10%).")
 
 
-def define_selection_flags(default_metric: str,
+def define_selection_flags(default_metric: str = "the task's main metric",
                            flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """Evaluation during training, the best checkpoint and early stopping (run_classifier.py,
     run_ner.py; see bert_tf.best_checkpoint and docs/training.md)."""
