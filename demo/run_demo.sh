@@ -92,4 +92,12 @@ python run_ner.py --data_dir="$DATA/ner" --output_dir="$OUT/ner" --do_train --do
   --train_batch_size=32 --num_train_epochs=6 --max_seq_length=64 --learning_rate=5e-4 "${COMMON[@]}"
 cat "$OUT/ner/eval_results.txt"
 
+step "8. The same tagger with a CRF (learned transitions, Viterbi), keeping the best dev checkpoint"
+python run_ner.py --data_dir="$DATA/ner" --output_dir="$OUT/ner_crf" --do_train --do_predict \
+  --crf --crf_learning_rate=5e-3 --eval_every_epoch --best_metric=eval_f1 \
+  --early_stopping_patience=2 --train_batch_size=32 --num_train_epochs=6 --max_seq_length=64 \
+  --learning_rate=5e-4 "${COMMON[@]}"
+cat "$OUT/ner_crf/best/eval_results.txt"
+head -n 12 "$OUT/ner_crf/test_predictions.txt"
+
 step "Done: outputs are under $OUT/"
