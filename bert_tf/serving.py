@@ -27,12 +27,18 @@ _INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 class _ClassifierServing(tf.Module):
     """Holds the model's variables and the serving function; what the SavedModel stores."""
 
-    def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool):
+    def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool,
+                 thresholds=None):
         super().__init__(name="classifier_serving")
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
                                   name="labels")
         self._regression = regression
+        self.thresholds = None
+        if thresholds is not None:  # multi-label: sigmoid outputs and the decision thresholds
+            self.thresholds = tf.Variable(
+                tf.broadcast_to(tf.cast(thresholds, tf.float32), [len(labels)]),
+                trainable=False, name="thresholds")
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
                                   for n in _INPUT_NAMES])
@@ -42,6 +48,10 @@ class _ClassifierServing(tf.Module):
         logits = tf.cast(logits, tf.float32)
         if self._regression:
             return {"predictions": logits[:, 0]}  # [B]
+        if self.thresholds is not None:
+            probabilities = tf.math.sigmoid(logits)  # [B,num_labels]
+            return {"probabilities": probabilities,
+                    "predicted": probabilities >= self.thresholds}  # bool [B,num_labels]
         return {"probabilities": tf.nn.softmax(logits, axis=-1)}  # [B,num_labels]
 
 
@@ -56,7 +66,7 @@ def predict_outputs(model: keras.Model, features: dict, regression: bool) -> tf.
 
 
 def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str] | None,
-                      regression: bool = False) -> str:
+                      regression: bool = False, thresholds=None) -> str:
     """Writes `model` as a SavedModel under `export_dir`, replacing what was there.
 
     The SavedModel is written next to `export_dir` first and moved into place when complete, so
@@ -67,11 +77,14 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
       export_dir: the SavedModel directory to create.
       labels: label strings in output order (None or empty for regression).
       regression: export `predictions` [B] instead of `probabilities` [B,num_labels].
+      thresholds: multi-label: a float or one per label; the export returns sigmoid
+        `probabilities` and bool `predicted` (probability >= threshold) [B,num_labels].
 
     Returns:
       export_dir.
     """
-    module = _ClassifierServing(model, [] if regression else list(labels or []), regression)
+    module = _ClassifierServing(model, [] if regression else list(labels or []), regression,
+                                thresholds)
     export_dir = os.path.abspath(export_dir)
     parent = os.path.dirname(export_dir)
     os.makedirs(parent, exist_ok=True)
