@@ -283,8 +283,9 @@ def spec_from_flags(text_a_column: str, label_column: str | None,
         raise UserError("--task_name=custom needs --text_a_column and --label_column (or "
                          "--multi_label --label_columns) (or --task_spec=spec.json)")
     spec: dict[str, Any] = {"format": file_format, "header": has_header,
-                            "text_a": _column(text_a_column), "regression": regression,
-                            "multi_label": multi_label, "label_separator": label_separator}
+                            "text_a": _column(text_a_column), "regression": regression}
+    if multi_label or label_columns:
+        spec.update(multi_label=True, label_separator=label_separator)
     if label_columns:
         spec["label_columns"] = [_column(c) for c in label_columns]
     else:
