@@ -2,7 +2,9 @@
 
 `run_ner(options, run_config, strategy)` reads the tagging files (`bert_tf.data.tagging`), writes
 their windows as TFRecords in the output directory, and trains, evaluates and predicts through
-the shared loop (`bert_tf.training`) with a token classifier on the sequence output. Outputs:
+the shared loop (`bert_tf.training`) with a token classifier on the sequence output (with
+`crf`, a linear-chain CRF over the word scores; with `lstm_size`, a BiLSTM under them; decoded
+under the tag scheme's constraints by default: `bert_tf.crf`). Outputs:
 
   label_list.txt          the labels, one per line, in the order of the model's outputs.
   eval_results.txt        `key = value` lines (the original's format): eval_loss, loss,
@@ -12,6 +14,7 @@ the shared loop (`bert_tf.training`) with a token classifier on the sequence out
   test_predictions.txt    the test file with a predicted-tag column appended.
   test_results.txt        the same entity and word figures (test_ keys), when the test file
                           has tags.
+  best/, best_state.json  with evaluation during training (`bert_tf.best_checkpoint`).
 """
 
 from __future__ import annotations
