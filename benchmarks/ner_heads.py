@@ -154,7 +154,7 @@ def ner_run(data_dir: str, head: str, seed: int, args, work: str) -> dict:
         log_every_n_steps=max(1, steps // 3), save_checkpoints_steps=100000)
     out = ner_task.run_ner(options, run_config)
     predicted = [line.split()[-1] for line in open(out["files"]["test_predictions"])
-                 if line.strip()]
+                 if line.strip() and not line.startswith("-DOCSTART-")]
     sentences, start = [], 0
     for sentence in tagging.read_sentences(os.path.join(data_dir, "test.txt")):
         sentences.append(predicted[start:start + len(sentence.words)])
