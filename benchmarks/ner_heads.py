@@ -16,7 +16,7 @@ log window) and the prediction time per sentence (a traced forward + decode, tim
 second pass) of each head against the softmax head's.
 
 Both sets train a tiny model from scratch (hidden 32, 2 layers, word-level vocabulary of the
-set), as tests/test_run_ner.py does, so the heads, not the pretraining, make the difference.
+set), as tests/tasks/ner/test_run_ner.py does, so the heads, not the pretraining, make the difference.
 
 Multi-label (`--parts multi_label`): micro/macro F1 at threshold 0.5 on `debtags`, built from
 real text: the short descriptions of Debian's package list (/var/lib/apt/lists/*Packages*)
@@ -50,10 +50,13 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 
 import tensorflow as tf  # noqa: E402
 
-from bert_tf import classifier_task, hf_weights, ner_task, training  # noqa: E402
-from bert_tf.data import tagging  # noqa: E402
-from bert_tf.metrics import multi_label  # noqa: E402
-from bert_tf.metrics import tagging as tag_metrics  # noqa: E402
+from bert_tf.checkpoints import hf_weights  # noqa: E402
+from bert_tf.tasks.classifier import multi_label  # noqa: E402
+from bert_tf.tasks.classifier import task as classifier_task  # noqa: E402
+from bert_tf.tasks.ner import data as tagging  # noqa: E402
+from bert_tf.tasks.ner import metrics as tag_metrics  # noqa: E402
+from bert_tf.tasks.ner import task as ner_task  # noqa: E402
+from bert_tf.training import loop as training  # noqa: E402
 from tiny_models import words_of_files, write_tiny_model  # noqa: E402
 
 HEADS = {"softmax_argmax": dict(decode="argmax"), "softmax_constrained": dict(),

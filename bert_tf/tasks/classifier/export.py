@@ -1,0 +1,96 @@
+"""Exports a fine-tuned classifier as a TensorFlow SavedModel with a serving signature.
+
+The `serving_default` signature takes int32 `input_ids`, `input_mask`, `segment_ids` [B,S]
+(any B and S up to max_position_embeddings, packed as `bert_tf.tasks.classifier.features`
+packs them) and returns `probabilities` float32 [B,num_labels] (softmax of the logits), or
+`predictions` float32 [B] for a regression task. The label strings, in output order, are saved
+with it as the `labels` variable (empty for regression). Reload with TensorFlow alone:
+
+    loaded = tf.saved_model.load(export_dir)
+    out = loaded.signatures["serving_default"](input_ids=ids, input_mask=mask, segment_ids=segs)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from typing import Sequence
+
+import keras
+import tensorflow as tf
+
+SIGNATURE_KEY = "serving_default"
+_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+class _ClassifierServing(tf.Module):
+    """Holds the model's variables and the serving function; what the SavedModel stores."""
+
+    def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool,
+                 thresholds=None):
+        super().__init__(name="classifier_serving")
+        self.model = model
+        self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
+                                  name="labels")
+        self._regression = regression
+        self.thresholds = None
+        if thresholds is not None:  # multi-label: sigmoid outputs and the decision thresholds
+            self.thresholds = tf.Variable(
+                tf.broadcast_to(tf.cast(thresholds, tf.float32), [len(labels)]),
+                trainable=False, name="thresholds")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
+                                  for n in _INPUT_NAMES])
+    def serve(self, input_ids, input_mask, segment_ids):
+        logits = self.model({"input_ids": input_ids, "input_mask": input_mask,
+                             "segment_ids": segment_ids}, training=False)["logits"]
+        logits = tf.cast(logits, tf.float32)
+        if self._regression:
+            return {"predictions": logits[:, 0]}  # [B]
+        if self.thresholds is not None:
+            probabilities = tf.math.sigmoid(logits)  # [B,num_labels]
+            return {"probabilities": probabilities,
+                    "predicted": probabilities >= self.thresholds}  # bool [B,num_labels]
+        return {"probabilities": tf.nn.softmax(logits, axis=-1)}  # [B,num_labels]
+
+
+def predict_outputs(model: keras.Model, features: dict, regression: bool) -> tf.Tensor:
+    """The exported signature's output for a batch, computed with the Keras model directly.
+
+    Returns:
+      float32 [B,num_labels] probabilities, or [B] predictions for regression.
+    """
+    logits = tf.cast(model(features, training=False)["logits"], tf.float32)
+    return logits[:, 0] if regression else tf.nn.softmax(logits, axis=-1)
+
+
+def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str] | None,
+                      regression: bool = False, thresholds=None) -> str:
+    """Writes `model` as a SavedModel under `export_dir`, replacing what was there.
+
+    The SavedModel is written next to `export_dir` first and moved into place when complete, so
+    a crash never leaves a half-written export under that name.
+
+    Args:
+      model: a `bert_tf.model.models.ClassifierModel` (variables already trained or restored).
+      export_dir: the SavedModel directory to create.
+      labels: label strings in output order (None or empty for regression).
+      regression: export `predictions` [B] instead of `probabilities` [B,num_labels].
+      thresholds: multi-label: a float or one per label; the export returns sigmoid
+        `probabilities` and bool `predicted` (probability >= threshold) [B,num_labels].
+
+    Returns:
+      export_dir.
+    """
+    module = _ClassifierServing(model, [] if regression else list(labels or []), regression,
+                                thresholds)
+    export_dir = os.path.abspath(export_dir)
+    parent = os.path.dirname(export_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
+    tf.saved_model.save(module, tmp, signatures={SIGNATURE_KEY: module.serve})
+    if os.path.exists(export_dir):
+        shutil.rmtree(export_dir)
+    os.replace(tmp, export_dir)
+    return export_dir
