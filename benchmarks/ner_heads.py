@@ -1,7 +1,7 @@
 """Tagging heads and multi-label classification on real text, as JSON lines.
 
     flock /tmp/bert_tf_bench.lock python benchmarks/ner_heads.py            # everything
-    python benchmarks/ner_heads.py --parts ner --seeds 1 --epochs 2       # a quick look
+    python benchmarks/ner_heads.py --parts ner --sets demo --seeds 1      # a quick look
 
 NER (`--parts ner`): entity F1 (dev and test) of four heads — softmax with --decode=argmax,
 softmax with --decode=constrained, --crf, --crf --lstm_size — each over `--seeds` seeds, on two
@@ -179,8 +179,8 @@ def ner_part(args) -> None:
     work = tempfile.mkdtemp(prefix="ner_heads_")
     real = os.path.join(work, "copyright_data")
     write_conll(real, copyright_sentences())
-    for name, data_dir in (("demo", os.path.join(REPO, "demo", "data", "ner")),
-                           ("copyright", real)):
+    sets = {"demo": os.path.join(REPO, "demo", "data", "ner"), "copyright": real}
+    for name, data_dir in ((name, sets[name]) for name in args.sets):
         counts = {s: len(tagging.read_sentences(os.path.join(data_dir, f"{s}.txt")))
                   for s in ("train", "dev", "test")}
         rows = {}
@@ -302,6 +302,7 @@ def multi_label_part(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", nargs="+", default=["ner", "multi_label"])
+    parser.add_argument("--sets", nargs="+", default=["demo", "copyright"])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--learning_rate", type=float, default=5e-3)
