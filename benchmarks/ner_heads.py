@@ -16,7 +16,8 @@ log window) and the prediction time per sentence (a traced forward + decode, tim
 second pass) of each head against the softmax head's.
 
 Both sets train a tiny model from scratch (hidden 32, 2 layers, word-level vocabulary of the
-set), as tests/tasks/ner/test_run_ner.py does, so the heads, not the pretraining, make the difference.
+set), as tests/tasks/ner/test_run_ner.py does, so the heads, not the pretraining, make the
+difference.
 
 Multi-label (`--parts multi_label`): micro/macro F1 at threshold 0.5 on `debtags`, built from
 real text: the short descriptions of Debian's package list (/var/lib/apt/lists/*Packages*)

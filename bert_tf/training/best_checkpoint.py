@@ -1,4 +1,4 @@
-"""Evaluation during training: the best checkpoint, kept under `output_dir/best/`, and early stopping.
+"""Evaluation during training: the best checkpoint, kept in `output_dir/best/`, early stopping.
 
 `BestCheckpoint` is the evaluator that `training.train(..., evaluator=...)` calls on each
 checkpoint it saves at an evaluation step (every N steps and/or every epoch, and the last step).

@@ -125,8 +125,9 @@ class Task:
 
 
 class Evaluator(Protocol):
-    """Evaluation during training (`bert_tf.training.best_checkpoint.BestCheckpoint`): `train` saves a
-    checkpoint at every step where `due`, calls the evaluator on it, and stops when it says so."""
+    """Evaluation during training (`bert_tf.training.best_checkpoint.BestCheckpoint`): `train`
+    saves a checkpoint at every step where `due`, calls the evaluator on it, and stops when it
+    says so."""
 
     def steps_to_next(self, step: int) -> int: ...
 

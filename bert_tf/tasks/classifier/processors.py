@@ -197,7 +197,8 @@ def get_task(name: str, *, xnli_language: str = "zh",
 # --- custom tasks ---------------------------------------------------------------------------
 
 _SPEC_KEYS = {"format", "header", "text_a", "text_b", "label", "labels", "regression", "metrics",
-              "multi_label", "label_separator", "label_columns", "train_file", "dev_file", "test_file", "train", "dev", "test", "name"}
+              "multi_label", "label_separator", "label_columns", "train_file", "dev_file",
+              "test_file", "train", "dev", "test", "name"}
 _LAYOUT_KEYS = {"text_a", "text_b", "label", "header"}
 _CLASSIFICATION_METRICS = ("accuracy", "f1", "mcc")
 MULTI_LABEL_METRICS = ("micro_f1", "macro_f1", "subset_accuracy")

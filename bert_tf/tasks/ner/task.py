@@ -74,10 +74,10 @@ class TaggingTask(finetuning.EncoderTask):
     """Token tagger over the word rows (the first WordPiece of each word a window predicts:
     `label_weights` 1), so sub-words, special tokens and padding count nowhere.
 
-    Softmax head: loss = Σ w·CE / Σ w. With `crf`: loss = −Σ log p(tags | window) / windows with
-    words, a linear-chain CRF over each window's word rows (`bert_tf.model.crf`). Decoding: `argmax`
-    per word, or `constrained` (Viterbi where `scheme` forbids ill-formed spans; over the CRF's
-    scores with `crf`, else over the log-softmax), which needs the `labels` names.
+    Softmax head: loss = Σ w·CE / Σ w. With `crf`: loss = −Σ log p(tags | window) / windows
+    with words, a linear-chain CRF over each window's word rows (`bert_tf.model.crf`).
+    Decoding: `argmax` per word, or `constrained` (Viterbi where `scheme` forbids ill-formed
+    spans; over the CRF's scores with `crf`, else over the log-softmax), which needs `labels`.
 
     Features: int32 `input_ids, input_mask, segment_ids, label_ids, label_weights` [B,S].
     """
