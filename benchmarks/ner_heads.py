@@ -13,7 +13,9 @@ Foundation, Project, Team, University (the rule only reads the field's own struc
 words are the files' own). Also the share of test sentences with an ill-formed predicted span
 (tags that are not the canonical BIO of their own entities), the training time per step (last
 log window) and the prediction time per sentence (a traced forward + decode, timed on its
-second pass) of each head against the softmax head's.
+second pass) of each head against the softmax head's. `--parts cost` measures those costs
+again in one process, the heads' steps timed in interleaved rounds (medians), which a shared
+machine's drift disturbs far less.
 
 Both sets train a tiny model from scratch (hidden 32, 2 layers, word-level vocabulary of the
 set), as tests/tasks/ner/test_run_ner.py does, so the heads, not the pretraining, make the
@@ -200,6 +202,64 @@ def ner_part(args) -> None:
                               "load_average": os.getloadavg()[0]}), flush=True)
 
 
+def cost_part(args) -> None:
+    """Per-step and per-sentence cost of each head against the softmax head's: every head's
+    gradient step and forward + decode traced once, then timed in interleaved rounds (so drift
+    of a shared machine hits all heads alike); medians over the rounds."""
+    data_dir = os.path.join(REPO, "demo", "data", "ner")
+    work = tempfile.mkdtemp(prefix="ner_cost_")
+    write_tiny_model(work, words_of_files(
+        [os.path.join(data_dir, n) for n in ("train.txt", "dev.txt", "test.txt")]))
+    sentences = tagging.read_sentences(os.path.join(data_dir, "test.txt"))
+    steps = {}
+    for head, changes in HEADS.items():
+        options = ner_task.NerOptions(
+            data_dir=data_dir, bert_config_file=os.path.join(work, "bert_config.json"),
+            vocab_file=os.path.join(work, "vocab.txt"), max_seq_length=48, **changes)
+        labels = ner_task.resolve_labels(options, work, None)
+        task = ner_task.make_task(options, options.load_bert_config(
+            training.RunConfig(output_dir=work)), labels, args.learning_rate)
+        split = ner_task.prepare_split(
+            os.path.join(data_dir, "test.txt"), sentences, options, labels,
+            options.create_tokenizer(), os.path.join(work, f"{head}.tf_record"), 16, True)
+        batches = list(ner_task.input_fn(split, 48, False, options=options)(None, 16))
+        model = task.build_model()
+
+        def gradient(features, task=task, model=model):
+            with tf.GradientTape() as tape:
+                outputs = task.forward(model, features, True)
+                loss = (task.losses(features, outputs)["tagging"]
+                        / task.loss_normalizers(features)["tagging"])
+            gradients = tape.gradient(loss, model.trainable_variables)
+            # One scalar that needs every gradient, so that fetching it waits for all of them.
+            return tf.add_n([tf.reduce_sum(getattr(g, "values", g)) for g in gradients
+                             if g is not None])
+
+        def predict(features, task=task, model=model):
+            return task.predictions(features, task.forward(model, features, False))
+
+        steps[head] = (batches, tf.function(gradient, reduce_retracing=True),
+                       tf.function(predict, reduce_retracing=True))
+    times = {head: {"train": [], "predict": []} for head in HEADS}
+    for round_ in range(args.rounds + 1):
+        for head, (batches, gradient, predict) in steps.items():
+            for kind, function in (("train", gradient), ("predict", predict)):
+                started = time.perf_counter()
+                for batch in batches:
+                    tf.nest.map_structure(np.asarray, function(batch))
+                if round_:  # round 0 traces
+                    times[head][kind].append((time.perf_counter() - started) / len(batches))
+    base = {kind: float(np.median(times["softmax_argmax"][kind])) for kind in ("train", "predict")}
+    for head in HEADS:
+        train, predict = (float(np.median(times[head][k])) for k in ("train", "predict"))
+        print(json.dumps({"part": "cost", "set": "demo", "head": head, "batch": 16,
+                          "train_step_seconds": train, "predict_seconds_per_sentence":
+                          predict / 16, "train_step_vs_softmax": train / base["train"],
+                          "predict_vs_softmax": predict / base["predict"],
+                          "rounds": args.rounds, "load_average": os.getloadavg()[0]}),
+              flush=True)
+
+
 # ---------------------------------------------------------------- the real-text multi-label set
 def debtags_rows(num_tags: int, limit: int) -> tuple[list[tuple[str, list[str]]], list[str]]:
     """(short description, its tags among the `num_tags` most frequent) of Debian packages."""
@@ -302,12 +362,13 @@ def multi_label_part(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", nargs="+", default=["ner", "multi_label"])
+    parser.add_argument("--parts", nargs="+", default=["ner", "cost", "multi_label"])
     parser.add_argument("--sets", nargs="+", default=["demo", "copyright"])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--learning_rate", type=float, default=5e-3)
     parser.add_argument("--crf_learning_rate", type=float, default=5e-2)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--num_tags", type=int, default=8)
     parser.add_argument("--examples", type=int, default=2000)
     parser.add_argument("--max_seq_length", type=int, default=32)
@@ -317,6 +378,8 @@ def main() -> None:
     tf.get_logger().setLevel("ERROR")
     if "ner" in args.parts:
         ner_part(args)
+    if "cost" in args.parts:
+        cost_part(args)
     if "multi_label" in args.parts:
         multi_label_part(args)
 
