@@ -13,6 +13,7 @@ flags, and the tagging flags --data_format, --tag_scheme, --labels and the file 
 Chinese, one character and its tag per line: add --data_format=char (docs/ner.md). BERT-CRF:
 add --crf (and --lstm_size=128 for BERT-BiLSTM-CRF); keep the best dev checkpoint: add
 --eval_every_epoch --best_metric=eval_f1.
+--export_dir=/tmp/ner_output/saved_model writes a SavedModel that tags raw text (docs/serving.md).
 """
 
 from absl import flags
@@ -51,6 +52,8 @@ flags.DEFINE_float("crf_learning_rate", None, "Peak learning rate of the CRF's s
 flags.DEFINE_enum("decode", "constrained", ["constrained", "argmax"], "constrained: the best "
                   "tag sequence the --tag_scheme allows (no I-X after O, ...); argmax: each "
                   "word's best tag on its own (may predict ill-formed spans).")
+flags.DEFINE_string("export_dir", None, "Write a SavedModel that tags raw text here "
+                    "(docs/serving.md).")
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_padding_flags()

@@ -29,6 +29,7 @@ from absl import logging
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
+from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.classifier import export as serving
 from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import multi_label as multi_label_metrics
@@ -249,8 +250,12 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             os.path.join(run_config.output_dir, "test_results.tsv"), rows, label_sets)
     if options.export_dir:
         model = training.load_model(loop_task, run_config, checkpoint=checkpoint)
-        out["export_dir"] = serving.export_classifier(model, options.export_dir, task.labels,
-                                                      task.regression, thresholds)
+        out["export_dir"] = serving.export_classifier(
+            model, options.export_dir, task.labels, task.regression,
+            in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
+            options.max_seq_length,
+            pair=any(layout.text_b is not None for layout in task.splits.values()),
+            thresholds=thresholds)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 
