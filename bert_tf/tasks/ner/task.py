@@ -363,7 +363,8 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
         out["export_dir"] = export_tagger(
             training.load_model(task, run_config, checkpoint=checkpoint), options.export_dir,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
-            labels, options.max_seq_length, options.window_overlap, options.data_format == "char")
+            labels, options.max_seq_length, options.window_overlap, options.data_format == "char",
+            decoder=lambda outputs, weights: task.decoded({"label_weights": weights}, outputs))
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 
