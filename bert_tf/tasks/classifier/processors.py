@@ -91,12 +91,15 @@ class TaskSpec:
 @dataclasses.dataclass(frozen=True)
 class InputExample:
     """One row: `label` is a label string, a float (regression), a tuple of label strings
-    (multi-label), or None (unlabeled)."""
+    (multi-label), or None (unlabeled).
+
+    Also the original run_classifier.py's `InputExample(guid, text_a, text_b=None, label=None)`.
+    """
 
     guid: str
     text_a: str
-    text_b: str | None
-    label: str | float | tuple[str, ...] | None
+    text_b: str | None = None
+    label: str | float | tuple[str, ...] | None = None
 
 
 # --- GLUE and XNLI --------------------------------------------------------------------------
