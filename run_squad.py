@@ -39,6 +39,7 @@ flags.DEFINE_string("null_score_diff_threshold", "0.0", "Predict no answer when 
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_finetuning_flags(with_eval=False)
+training_flags.define_selection_flags("f1 (the --predict_file's, which needs answers)")
 training_flags.define_flags()
 
 

@@ -349,10 +349,12 @@ def to_tf_example(values: Mapping[str, Sequence[float] | np.ndarray], max_seq_le
 
 
 # ------------------------------------------------------------------ classifier (run_classifier.py)
-def classifier_schema(max_seq_length: int, regression: bool = False) -> Schema:
+def classifier_schema(max_seq_length: int, regression: bool = False,
+                      multi_label_width: int = 0) -> Schema:
     """Sentence (pair) classification records, the original's run_classifier.py layout.
 
-    `label_ids` is the class index, or the float score of a regression task (STS-B);
+    `label_ids` is the class index, or the float score of a regression task (STS-B), or for a
+    multi-label task (`multi_label_width` labels) one 0/1 per label;
     `is_real_example` is 0 for the rows that only pad the last eval/predict batch.
     """
     seq = dict(length=max_seq_length, flag="max_seq_length")
@@ -360,7 +362,8 @@ def classifier_schema(max_seq_length: int, regression: bool = False) -> Schema:
         Feature("input_ids", **seq),
         Feature("input_mask", **seq),
         Feature("segment_ids", **seq),
-        Feature("label_ids", length=1, dtype=FLOAT32 if regression else INT64),
+        Feature("label_ids", length=multi_label_width or 1,
+                dtype=FLOAT32 if regression else INT64),
         Feature("is_real_example", length=1),
     ])
 

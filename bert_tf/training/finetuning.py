@@ -53,6 +53,12 @@ class FinetuningOptions:
     chinese_conversion: str = "none"  # t2s / s2t before tokenizing (bert_tf.text.chinese.conversion)
     dynamic_padding: bool = True
     group_by_length: bool = False
+    # Evaluation during training (bert_tf.training.best_checkpoint; training_flags.define_selection_flags).
+    eval_every_n_steps: int = 0
+    eval_every_epoch: bool = False
+    best_metric: str | None = None
+    early_stopping_patience: int = 0
+    predict_from: str = "best"
 
     def trim_features(self, names: Sequence[str] = MODEL_INPUTS) -> tuple[str, ...]:
         """The [B,S] features the input pipelines trim to each batch's longest sequence

@@ -31,7 +31,9 @@ FEATURE_VERSION = 1
 RECORD_NAMES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
 
 
-def _label_id(task: TaskSpec, label: str | float | None) -> int | float:
+def _label_id(task: TaskSpec, label) -> int | float | np.ndarray:
+    if task.multi_label:  # one 0/1 per label
+        return np.isin(task.labels, label or ()).astype(np.int32)
     if task.regression:
         return 0.0 if label is None else float(label)
     return 0 if label is None else task.labels.index(label)
@@ -49,7 +51,8 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
 
     Returns:
       `input_ids`, `input_mask`, `segment_ids` int32 [N, S] (zero-padded); `label_ids` [N]
-      (int32 class index, or float32 score for regression; 0 for unlabeled examples);
+      (int32 class index, or float32 score for regression; 0 for unlabeled examples), or
+      int32 [N, num_labels] 0/1 for a multi-label task;
       `is_real_example` int32 [N] (all ones).
     """
     if max_seq_length < 3:
@@ -80,7 +83,8 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
         "input_mask": (positions[None, :] < lengths[:, None]).astype(np.int32),
         "segment_ids": segment_ids,
         "label_ids": np.array([_label_id(task, ex.label) for ex in examples],
-                              np.float32 if task.regression else np.int32),
+                              np.float32 if task.regression else np.int32
+                              ).reshape((n, len(task.labels)) if task.multi_label else (n,)),
         "is_real_example": np.ones(n, np.int32),
     }
 
@@ -106,6 +110,7 @@ def fingerprint(task: TaskSpec, split: str, data_dir: str, max_seq_length: int,
     digest = hashlib.sha256(json.dumps({
         "version": FEATURE_VERSION, "layout": repr(layout), "labels": task.labels,
         "regression": task.regression, "aliases": sorted(task.label_aliases.items()),
+        **({"multi_label": task.label_separator} if task.multi_label else {}),
         "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
         # only when set, so that the caches of earlier runs stay valid
         **({"chinese_conversion": chinese_conversion} if chinese_conversion != "none" else {}),
@@ -164,7 +169,8 @@ class FeatureCache:
         self.task, self.data_dir, self.output_dir = task, data_dir, output_dir
         self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
         self.tokenizer_files, self.do_lower_case = list(tokenizer_files), do_lower_case
-        self.schema = record_schemas.classifier_schema(max_seq_length, task.regression)
+        self.schema = record_schemas.classifier_schema(
+            max_seq_length, task.regression, task.num_labels if task.multi_label else 0)
 
     def records(self, split: str) -> CachedSplit:
         """The split's cached records, rebuilt when the fingerprint of its inputs changed."""
