@@ -56,9 +56,9 @@ def test_stsb_regression_end_to_end(tiny_config, tmp_path, monkeypatch):
     eval_rows = []
     real_eval_metrics = classifier_task.eval_metrics
 
-    def spy_eval_metrics(task, loop_results, rows):
+    def spy_eval_metrics(task, loop_results, rows, *args):
         eval_rows.extend(rows)
-        return real_eval_metrics(task, loop_results, rows)
+        return real_eval_metrics(task, loop_results, rows, *args)
 
     monkeypatch.setattr(classifier_task, "eval_metrics", spy_eval_metrics)
     config_file = str(tmp_path / "bert_config.json")
