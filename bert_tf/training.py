@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribution, optimization, training_steps
+from bert_tf import distribution, optimization, preemption, training_steps
 from bert_tf.config import BertConfig
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.training_log import SummaryLog, summarize, write_scalars
@@ -227,6 +227,8 @@ def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:
 
 
 def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
+    if manager.latest_checkpoint and manager.latest_checkpoint.endswith(f"-{step}"):
+        return  # a preemption save right after the periodic one
     path = manager.save(checkpoint_number=step)
     if chief:
         logging.info("saved %s", path)
@@ -268,25 +270,30 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
             task, run.model, run.optimizer,
             accumulation_steps=config.gradient_accumulation_steps,
             loss_scale=config.dtype == "float16", jit_compile=config.use_xla)
-        loop = training_steps.make_train_loop(strategy, step_fn)
     iterator = iter(_distribute(strategy, input_fn, config.train_batch_size, skip_steps=start))
     manager = _checkpoint_manager(run, chief)
     log = SummaryLog(os.path.join(config.output_dir, "train") if chief else None,
                      config.num_train_steps, config.train_batch_size,
                      last_values=training_steps.LAST_VALUE_FIGURES)
     step, figures = start, {}
-    while step < config.num_train_steps:
-        steps = _steps_this_call(step, config)
-        started = time.perf_counter()
-        totals = loop(iterator, tf.constant(steps, tf.int32))
-        run.global_step.assign_add(steps)
-        totals = {name: float(value) for name, value in totals.items()}  # waits for the steps
-        step += steps
-        log.add(totals, steps, time.perf_counter() - started)
-        if step % config.log_every_n_steps == 0 or step == config.num_train_steps:
-            figures = log.flush(step)
-        if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
-            _save(manager, step, chief)
+    with preemption.PreemptionWatch(strategy, lambda at: _save(manager, at, chief),
+                                    config.output_dir) as watch:
+        with strategy.scope():
+            loop = training_steps.make_train_loop(strategy, step_fn, watch.notice)
+        while step < config.num_train_steps:
+            started = time.perf_counter()
+            asked = tf.constant(_steps_this_call(step, config), tf.int32)
+            totals, steps, noticed = loop(iterator, asked)
+            steps = int(steps)  # waits for the steps; fewer than asked after a notice
+            run.global_step.assign_add(steps)
+            totals = {name: float(value) for name, value in totals.items()}
+            step += steps
+            log.add(totals, steps, time.perf_counter() - started)
+            if step % config.log_every_n_steps == 0 or step == config.num_train_steps:
+                figures = log.flush(step)
+            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+                _save(manager, step, chief)
+            watch.after_call(step, bool(noticed))
     return {**figures, "global_step": float(step)}
 
 

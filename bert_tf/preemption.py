@@ -1,0 +1,140 @@
+"""A preemption notice (SIGTERM, or SIGINT = Ctrl-C) → a checkpoint at the current step → exit.
+
+The training loop (`bert_tf.training.train`) opens a `PreemptionWatch` around its steps:
+
+- TensorFlow's `tf.distribute.experimental.PreemptionCheckpointHandler` watches for SIGTERM and,
+  for MultiWorkerMirroredStrategy, agrees through the coordination service on the loop call
+  after which every worker saves; its `TerminationConfig` calls back `save` (a checkpoint of the
+  loop, numbered by the global step, as the periodic ones) and `exit` (one line, then exit status
+  PREEMPTED_STATUS). SIGINT is routed to the same handler.
+- A loop call may hold many steps (--iterations_per_loop), and Python runs signal handlers only
+  between calls. So the signal also wakes a thread (Python's wakeup fd) that raises `notice`, a
+  variable the compiled loop reads after every step: the call ends after the step in flight
+  (`training_steps.make_train_loop` sums the notices of all workers, so all stop together), and
+  the handler's protocol then runs one more step and saves. Nothing is lost beyond that step.
+- Where the handler does not watch SIGTERM (it is documented as inert on GCP CPU and TPU VMs), the
+  notice is handled here the same way: save after the call the notice ended, exit.
+
+A second notice while saving is absorbed (the handler only records it); SIGKILL remains the way
+to stop at once, and a checkpoint interrupted by it is never chosen on resume (see
+docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import sys
+import threading
+from typing import Callable
+
+import tensorflow as tf
+from absl import logging
+
+# os.EX_TEMPFAIL: "temporary failure, retry" — the job is not done, run the same command again.
+PREEMPTED_STATUS = 75
+NOTICE_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def resume_command() -> str:
+    """The command line of this process, to run again (the same command resumes)."""
+    return shlex.join([os.path.basename(sys.executable), *sys.argv])
+
+
+class PreemptionWatch:
+    """Watches for a preemption notice while the loop trains; use as a context manager.
+
+    Args:
+        strategy: the run's strategy (its `cluster_resolver`, if any, names this worker).
+        save: `save(step)` writes the loop's checkpoint at global step `step` (once per step).
+        output_dir: where the chief's checkpoints go (named in the exit line).
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, save: Callable[[int], None],
+                 output_dir: str):
+        self._save_checkpoint = save
+        self._output_dir = output_dir
+        self._saved_step: int | None = None
+        # Read by the compiled loop after every step; this process's own (not mirrored).
+        self.notice = tf.Variable(0.0, trainable=False, name="preemption_notice")
+        self._previous = {number: signal.getsignal(number) for number in NOTICE_SIGNALS}
+        self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            getattr(strategy, "cluster_resolver", None),
+            # The handler restores and counts loop calls in a checkpoint of its own; ours are
+            # written by `save` (save_fn), so this one stays empty and is never written.
+            tf.train.CheckpointManager(tf.train.Checkpoint(),
+                                       os.path.join(output_dir, "preemption_handler"), 1),
+            termination_config=tf.distribute.experimental.TerminationConfig(
+                exit_fn=self._exit, save_fn=self._save))
+        sigterm = signal.getsignal(signal.SIGTERM)
+        self._tf_watches = sigterm is not self._previous[signal.SIGTERM]
+        handler = sigterm if self._tf_watches else _absorb
+        for number in NOTICE_SIGNALS:
+            signal.signal(number, handler)
+        self._start_wakeup_thread()
+
+    def __enter__(self) -> "PreemptionWatch":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Gives the signals back to their previous handlers (eval, export, ... follow)."""
+        signal.set_wakeup_fd(self._previous_wakeup_fd)
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._wakeup_write.close()
+
+    def after_call(self, step: int, stopped: bool) -> None:
+        """After each loop call: saves and exits if a notice (of any worker) asks for it.
+
+        Args:
+            step: the global step reached.
+            stopped: whether the call ended early on a notice (the same on every worker).
+        """
+        if self._tf_watches:
+            self._handler.save_checkpoint_if_preempted(step)
+        elif stopped:
+            self._save(step)
+            self._exit()
+
+    def _start_wakeup_thread(self) -> None:
+        # The C-level handler writes the signal number to this socket even while the main
+        # thread runs a compiled loop; the thread then raises the variable that loop reads.
+        read, self._wakeup_write = socket.socketpair()
+        self._wakeup_write.setblocking(False)
+        self._previous_wakeup_fd = signal.set_wakeup_fd(self._wakeup_write.fileno(),
+                                                        warn_on_full_buffer=False)
+
+        def watch() -> None:
+            with read:
+                while True:
+                    data = read.recv(16)
+                    if not data:
+                        return
+                    if any(number in data for number in NOTICE_SIGNALS):
+                        self.notice.assign(1.0)
+        threading.Thread(target=watch, name="PreemptionNotice", daemon=True).start()
+
+    def _save(self, step: int) -> None:
+        self._save_checkpoint(step)
+        self._saved_step = step
+
+    def _exit(self) -> None:
+        step = self._saved_step
+        path = os.path.join(self._output_dir, f"ckpt-{step}")
+        message = (f"preempted: saved {path} at step {step}; resume with the same command: "
+                   f"{resume_command()}")
+        logging.info(message)
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+        self.close()
+        sys.exit(PREEMPTED_STATUS)
+
+
+def _absorb(signum: int, frame) -> None:
+    """A notice where TensorFlow's handler does not watch: the wakeup thread acts on it."""
+    del signum, frame
