@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import hf_weights
+from bert_tf import full_disk, hf_weights
 from bert_tf.errors import UserError
 
 KIND_TF1, KIND_BERT_TF, KIND_HF = "tf1", "bert_tf", "huggingface"
@@ -117,11 +117,12 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
         tf.io.gfile.makedirs(parent)
     tmp = os.path.join(parent, f".tmp-{base}-{uuid.uuid4().hex[:8]}")
     names = sorted(arrays)
-    tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
-    for name, text in files.items():
-        with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
-            f.write(text)
+    with full_disk.named_when_full(os.fspath(prefix), lambda: full_disk.remove_if_exists(tmp)):
+        tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
+        for name, text in files.items():
+            with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
+                f.write(text)
     if new_directory:
         tf.io.gfile.rename(tmp, directory)
         return

@@ -22,7 +22,9 @@ docs/cluster.md).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shlex
 import signal
 import socket
@@ -33,9 +35,35 @@ from typing import Callable
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.errors import UserError
+
 # os.EX_TEMPFAIL: "temporary failure, retry" — the job is not done, run the same command again.
 PREEMPTED_STATUS = 75
 NOTICE_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_TASK = re.compile(r"/job:\w+/replica:\d+/task:\d+")
+
+
+class LostWorkerError(UserError):
+    """Another worker of a multi-worker job stopped (killed, crashed, its host gone)."""
+
+
+@contextlib.contextmanager
+def lost_workers_named(output_dir: str):
+    """Turns the errors collectives fail with when a worker is gone into one LostWorkerError
+    naming it and saying how to resume. The coordination service reports a worker silent for
+    --worker_timeout_seconds to every other worker, which then ends up here."""
+    try:
+        yield
+    except (tf.errors.UnavailableError, tf.errors.AbortedError,
+            tf.errors.DeadlineExceededError) as error:
+        tasks = sorted(set(_TASK.findall(error.message)))
+        if not tasks:
+            raise
+        checkpoint = tf.train.latest_checkpoint(output_dir) or "the start (no checkpoint yet)"
+        raise LostWorkerError(
+            f"lost worker {', '.join(tasks)} (no heartbeat within --worker_timeout_seconds, or "
+            f"it failed); relaunch every worker with the same command to resume from "
+            f"{checkpoint}") from error
 
 
 def resume_command() -> str:

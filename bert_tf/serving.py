@@ -20,6 +20,8 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
+from bert_tf import full_disk
+
 SIGNATURE_KEY = "serving_default"
 _INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
@@ -76,7 +78,8 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
     parent = os.path.dirname(export_dir)
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
-    tf.saved_model.save(module, tmp, signatures={SIGNATURE_KEY: module.serve})
+    with full_disk.named_when_full(export_dir, lambda: full_disk.remove_if_exists(tmp)):
+        tf.saved_model.save(module, tmp, signatures={SIGNATURE_KEY: module.serve})
     if os.path.exists(export_dir):
         shutil.rmtree(export_dir)
     os.replace(tmp, export_dir)

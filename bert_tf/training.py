@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribution, optimization, preemption, training_steps
+from bert_tf import distribution, full_disk, optimization, preemption, training_steps
 from bert_tf.config import BertConfig
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.training_log import SummaryLog, summarize, write_scalars
@@ -229,7 +229,13 @@ def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:
 def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
     if manager.latest_checkpoint and manager.latest_checkpoint.endswith(f"-{step}"):
         return  # a preemption save right after the periodic one
-    path = manager.save(checkpoint_number=step)
+    prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
+
+    def remove_partial() -> None:
+        full_disk.remove_if_exists(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+
+    with full_disk.named_when_full(prefix, remove_partial):
+        path = manager.save(checkpoint_number=step)
     if chief:
         logging.info("saved %s", path)
     else:
@@ -283,8 +289,9 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
         while step < config.num_train_steps:
             started = time.perf_counter()
             asked = tf.constant(_steps_this_call(step, config), tf.int32)
-            totals, steps, noticed = loop(iterator, asked)
-            steps = int(steps)  # waits for the steps; fewer than asked after a notice
+            with preemption.lost_workers_named(config.output_dir):
+                totals, steps, noticed = loop(iterator, asked)
+                steps = int(steps)  # waits for the steps; fewer than asked after a notice
             run.global_step.assign_add(steps)
             totals = {name: float(value) for name, value in totals.items()}
             step += steps

@@ -216,7 +216,8 @@ def make_train_loop(strategy: tf.distribute.Strategy, step: Callable,
     updates (the original's `iterations_per_loop`). With `notice` (a float32 scalar variable of
     this process, > 0 once a preemption notice came, see `bert_tf.preemption`) the call ends
     after the first step at which any worker has seen a notice: every call still runs at least
-    one step, and all workers stop after the same one (the notices are summed by an all-reduce).
+    one step, and all workers stop after the same one (with several workers the notices are
+    summed by an all-reduce after every step).
     """
     def one_step(iterator):
         return first_replica(strategy, strategy.run(step, args=(next(iterator),)))
@@ -224,6 +225,8 @@ def make_train_loop(strategy: tf.distribute.Strategy, step: Callable,
     def noticed():
         if notice is None:
             return tf.constant(False)
+        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return tf.identity(notice) > 0  # one process: its own notice (host side, TPU too)
         total = strategy.run(lambda: _all_reduce(tf.identity(notice)))
         return first_replica(strategy, total) > 0
 

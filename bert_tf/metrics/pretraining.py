@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import losses
+from bert_tf import full_disk, losses
 
 METRIC_NAMES = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                 "next_sentence_loss", "loss")
@@ -128,6 +128,7 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
     if directory:
         tf.io.gfile.makedirs(directory)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
-        writer.write(format_eval_results(results))
+    with full_disk.named_when_full(path, lambda: full_disk.remove_if_exists(tmp)):
+        with tf.io.gfile.GFile(tmp, "w") as writer:
+            writer.write(format_eval_results(results))
     tf.io.gfile.rename(tmp, path, overwrite=True)
