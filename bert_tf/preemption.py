@@ -87,6 +87,11 @@ class PreemptionWatch:
         self._saved_step: int | None = None
         # Read by the compiled loop after every step; this process's own (not mirrored).
         self.notice = tf.Variable(0.0, trainable=False, name="preemption_notice")
+        # Python delivers signals to the main thread only: a loop run from another thread (a
+        # notebook's worker, a server) leaves them to its caller.
+        self._active = threading.current_thread() is threading.main_thread()
+        if not self._active:
+            return
         self._previous = {number: signal.getsignal(number) for number in NOTICE_SIGNALS}
         self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             getattr(strategy, "cluster_resolver", None),
@@ -111,6 +116,8 @@ class PreemptionWatch:
 
     def close(self) -> None:
         """Gives the signals back to their previous handlers (eval, export, ... follow)."""
+        if not self._active:
+            return
         signal.set_wakeup_fd(self._previous_wakeup_fd)
         for number, handler in self._previous.items():
             signal.signal(number, handler)
@@ -123,6 +130,8 @@ class PreemptionWatch:
             step: the global step reached.
             stopped: whether the call ended early on a notice (the same on every worker).
         """
+        if not self._active:
+            return
         if self._tf_watches:
             self._handler.save_checkpoint_if_preempted(step)
         elif stopped:

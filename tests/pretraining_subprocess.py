@@ -1,10 +1,13 @@
 """Runs run_pretraining.py with deterministic ops, optionally killing or signalling itself.
 
-  python tests/pretraining_subprocess.py [--kill_at_checkpoint=N] [--signal_at_micro_batch=K]
-      [--signal=SIGTERM|SIGINT] [--signal_again_while_saving] <run_pretraining flags>
+  python tests/pretraining_subprocess.py [--kill_at_checkpoint=N] [--kill_while_saving=N]
+      [--signal_at_micro_batch=K] [--signal=SIGTERM|SIGINT] [--signal_again_while_saving]
+      <run_pretraining flags>
 
 --kill_at_checkpoint=N: SIGKILL (no clean-up of any kind) when the loop is about to write
 checkpoint N: the steps since the previous checkpoint are lost, as when a machine dies.
+--kill_while_saving=N: SIGKILL in the middle of checkpoint N's save, its files written but not
+yet named in output_dir/checkpoint.
 
 --signal_at_micro_batch=K: sends --signal (default SIGTERM) to itself from inside the compiled
 training step, while the K-th (micro-)batch's loss is computed; --signal_again_while_saving: the
@@ -32,6 +35,18 @@ def _kill_at(checkpoint_number: int) -> None:
     tf.train.CheckpointManager.save = save_or_die
 
 
+def _kill_while_saving(checkpoint_number: int) -> None:
+    """SIGKILL once checkpoint N's files are complete but before `checkpoint` names it."""
+    from tensorflow.python.checkpoint import checkpoint_management  # noqa: PLC0415
+    update = checkpoint_management.update_checkpoint_state_internal
+
+    def update_or_die(save_dir, model_checkpoint_path, *args, **kwargs):
+        if model_checkpoint_path.endswith(f"-{checkpoint_number}"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return update(save_dir, model_checkpoint_path, *args, **kwargs)
+    checkpoint_management.update_checkpoint_state_internal = update_or_die
+
+
 def _take(argv: list, name: str) -> str | None:
     for arg in argv[1:]:
         if arg == f"--{name}" or arg.startswith(f"--{name}="):
@@ -43,10 +58,13 @@ def _take(argv: list, name: str) -> str | None:
 if __name__ == "__main__":
     argv = list(sys.argv)
     kill_at = _take(argv, "kill_at_checkpoint")
+    kill_while = _take(argv, "kill_while_saving")
     signal_at = _take(argv, "signal_at_micro_batch")
     number = getattr(signal, _take(argv, "signal") or "SIGTERM")
     if kill_at:
         _kill_at(int(kill_at))
+    if kill_while:
+        _kill_while_saving(int(kill_while))
     if signal_at:
         preemption_signals.signal_at_micro_batch(int(signal_at), number)
     if _take(argv, "signal_again_while_saving"):

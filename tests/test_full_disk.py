@@ -26,7 +26,7 @@ def _flags(directory, output_dir):
     return [f"--input_file={directory}/train.tfrecord", f"--output_dir={output_dir}",
             f"--bert_config_file={directory}/bert_config.json", "--max_seq_length=13",
             "--max_predictions_per_seq=5", "--do_train", "--train_batch_size=8",
-            "--num_train_steps=8", "--num_warmup_steps=2", "--learning_rate=1e-3",
+            "--num_train_steps=4", "--num_warmup_steps=2", "--learning_rate=1e-3",
             "--save_checkpoints_steps=4", "--log_every_n_steps=4"]
 
 
@@ -57,7 +57,7 @@ def test_a_checkpoint_that_does_not_fit_is_one_error_line_and_a_rerun_finishes(t
     assert tf.train.latest_checkpoint(str(limited)) is None
     _wait(_start(_flags(tmp_path, limited)))  # room again: the same command
     _wait(uninterrupted)
-    expected, got = _weights(f"{straight}/ckpt-8"), _weights(f"{limited}/ckpt-8")
+    expected, got = _weights(f"{straight}/ckpt-4"), _weights(f"{limited}/ckpt-4")
     assert set(got) == set(expected)
     for name in expected:
         assert (got[name] == expected[name]).all(), name

@@ -85,7 +85,10 @@ def test_kill_and_resume_with_dynamic_masking_ends_with_the_uninterrupted_weight
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
     dynamic = dict(input_file=data["unmasked"], eval_input_file=data["unmasked"])
     uninterrupted = _start(_flags(data, straight, **dynamic))
-    _wait(_start(["--kill_at_checkpoint=8", *_flags(data, resumed, **dynamic)]), returncode=-9)
+    # Killed in the middle of saving ckpt-8 (its files written, not yet committed): ckpt-4 is
+    # still the one chosen.
+    _wait(_start(["--kill_while_saving=8", *_flags(data, resumed, **dynamic)]), returncode=-9)
+    assert os.path.exists(f"{resumed}/ckpt-8.index")
     assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
     _wait(_start(_flags(data, resumed, **dynamic)))
     _wait(uninterrupted)
