@@ -7,16 +7,13 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 
 import pytest
 
+import pretraining_runs
 from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, write_tiny_config
-from test_run_pretraining import _weights
+from pretraining_runs import start, wait, weights
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELPER = os.path.join(ROOT, "tests", "pretraining_subprocess.py")
 EXIT_LINE = re.compile(r"^preempted: saved (\S+) at step (\d+); resume with the same command: ",
                        re.M)
 
@@ -32,22 +29,16 @@ def _start_pair(flags: list[str], worker_1_flags: tuple[str, ...] = ()) -> list:
     workers = [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]
     processes = []
     for index in range(2):
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-               "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
-               "TF_CONFIG": json.dumps({"cluster": {"worker": workers},
-                                        "task": {"type": "worker", "index": index}})}
+        tf_config = json.dumps({"cluster": {"worker": workers},
+                                "task": {"type": "worker", "index": index}})
         extra = list(worker_1_flags) if index == 1 else []
-        processes.append(subprocess.Popen([sys.executable, HELPER, *flags, *extra], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True))
+        processes.append(start([*flags, *extra], env={**os.environ, **pretraining_runs.ENV,
+                                                      "TF_CONFIG": tf_config}))
     return processes
 
 
 def _wait_pair(processes, returncodes) -> list[str]:
-    outputs = [process.communicate(timeout=600)[0] for process in processes]
-    for process, output, returncode in zip(processes, outputs, returncodes):
-        assert process.returncode == returncode, output[-3000:]
-    return outputs
+    return [wait(process, returncode) for process, returncode in zip(processes, returncodes)]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +76,7 @@ def test_sigterm_to_one_worker_then_a_lost_worker_resume_exactly(flags, tmp_path
            f"command to resume from {resumed}/ckpt-6\n" in outputs[0], outputs[0][-3000:]
     assert "Traceback" not in outputs[0]
     _wait_pair(uninterrupted, (0, 0))
-    expected, got = _weights(f"{straight}/ckpt-6"), _weights(f"{resumed}/ckpt-6")
+    expected, got = weights(f"{straight}/ckpt-6"), weights(f"{resumed}/ckpt-6")
     assert set(got) == set(expected) and any(name.startswith("optimizer/") for name in got)
     for name in expected:
         assert (got[name] == expected[name]).all(), name

@@ -6,8 +6,6 @@ import contextlib
 import os
 import resource
 import signal
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -17,7 +15,7 @@ from bert_tf.config import BertConfig
 from bert_tf.metrics import pretraining as pretraining_metrics
 from pretraining_records import TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config
-from test_run_pretraining import HELPER, _start, _wait, _weights
+from pretraining_runs import start, wait, weights
 
 LIMIT = 64 * 1024  # bytes: the tiny model's checkpoint data (weights + Adam slots) is larger
 
@@ -41,23 +39,17 @@ def test_a_checkpoint_that_does_not_fit_is_one_error_line_and_a_rerun_finishes(t
     write_records(tmp_path / "train.tfrecord", pretraining_arrays(64, 0))
     write_tiny_config(tmp_path)
     straight, limited = tmp_path / "straight", tmp_path / "limited"
-    uninterrupted = _start(_flags(tmp_path, straight))
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": os.pathsep.join([os.path.dirname(os.path.dirname(HELPER)),
-                                          os.path.dirname(HELPER)])}
-    failed = subprocess.run([sys.executable, HELPER, *_flags(tmp_path, limited)], env=env,
-                            preexec_fn=_limit_file_size, capture_output=True, text=True,
-                            timeout=600)
-    assert failed.returncode == 1, failed.stderr[-3000:]
-    assert failed.stderr.endswith(
+    uninterrupted = start(_flags(tmp_path, straight))
+    output = wait(start(_flags(tmp_path, limited), preexec_fn=_limit_file_size), returncode=1)
+    assert output.endswith(
         f"error: {limited}/ckpt-4: file too large (a file-size limit, e.g. ulimit -f) while "
         f"writing it (nothing was left under that name); free space and run the same command "
-        f"again\n"), failed.stderr[-3000:]
+        f"again\n"), output[-3000:]
     assert not [name for name in os.listdir(limited) if name.startswith("ckpt-4")]
     assert tf.train.latest_checkpoint(str(limited)) is None
-    _wait(_start(_flags(tmp_path, limited)))  # room again: the same command
-    _wait(uninterrupted)
-    expected, got = _weights(f"{straight}/ckpt-4"), _weights(f"{limited}/ckpt-4")
+    wait(start(_flags(tmp_path, limited)))  # room again: the same command
+    wait(uninterrupted)
+    expected, got = weights(f"{straight}/ckpt-4"), weights(f"{limited}/ckpt-4")
     assert set(got) == set(expected)
     for name in expected:
         assert (got[name] == expected[name]).all(), name

@@ -18,7 +18,7 @@ import preemption_signals  # noqa: E402
 from bert_tf import preemption, pretraining_task, training  # noqa: E402
 from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, \
     write_tiny_config, write_unmasked_records  # noqa: E402
-from test_run_pretraining import _weights  # noqa: E402
+from pretraining_runs import weights  # noqa: E402
 
 EXIT_LINE = re.compile(r"^preempted: saved (\S+) at step (\d+); resume with the same command: "
                        r"(.+)$", re.M)
@@ -71,7 +71,7 @@ def _preempted(capsys, data, output_dir, input_file, strategy=None) -> int:
 
 
 def _assert_same_weights(straight, resumed):
-    expected, got = _weights(f"{straight}/ckpt-12"), _weights(f"{resumed}/ckpt-12")
+    expected, got = weights(f"{straight}/ckpt-12"), weights(f"{resumed}/ckpt-12")
     assert set(got) == set(expected) and any(name.startswith("optimizer/") for name in got)
     assert any(name.startswith("rng/") for name in got)  # dropout RNG states
     for name in expected:
