@@ -85,11 +85,13 @@ class PreemptionWatch:
         self._save_checkpoint = save
         self._output_dir = output_dir
         self._saved_step: int | None = None
+        self._step: int | None = None
         # Read by the compiled loop after every step; this process's own (not mirrored).
         self.notice = tf.Variable(0.0, trainable=False, name="preemption_notice")
         # Python delivers signals to the main thread only: a loop run from another thread (a
         # notebook's worker, a server) leaves them to its caller.
         self._active = threading.current_thread() is threading.main_thread()
+        self._received: list[int] = []
         if not self._active:
             return
         self._previous = {number: signal.getsignal(number) for number in NOTICE_SIGNALS}
@@ -111,12 +113,19 @@ class PreemptionWatch:
     def __enter__(self) -> "PreemptionWatch":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, error_type, *_) -> None:
+        if self._active:
+            self._record(self._pending_signals())
+        if error_type is None and self._received:
+            # The notice came as the last steps ran: their checkpoint is the final one. Exit as
+            # for any notice; the same command then runs what follows training (eval, export).
+            self._saved_step = self._step
+            self._exit()
         self.close()
 
     def close(self) -> None:
         """Gives the signals back to their previous handlers (eval, export, ... follow)."""
-        if not self._active:
+        if not self._active or self._wakeup_write.fileno() < 0:
             return
         signal.set_wakeup_fd(self._previous_wakeup_fd)
         for number, handler in self._previous.items():
@@ -132,6 +141,7 @@ class PreemptionWatch:
         """
         if not self._active:
             return
+        self._step = step
         if self._tf_watches:
             self._handler.save_checkpoint_if_preempted(step)
         elif stopped:
@@ -141,20 +151,29 @@ class PreemptionWatch:
     def _start_wakeup_thread(self) -> None:
         # The C-level handler writes the signal number to this socket even while the main
         # thread runs a compiled loop; the thread then raises the variable that loop reads.
-        read, self._wakeup_write = socket.socketpair()
+        self._wakeup_read, self._wakeup_write = socket.socketpair()
         self._wakeup_write.setblocking(False)
         self._previous_wakeup_fd = signal.set_wakeup_fd(self._wakeup_write.fileno(),
                                                         warn_on_full_buffer=False)
 
         def watch() -> None:
-            with read:
-                while True:
-                    data = read.recv(16)
-                    if not data:
-                        return
-                    if any(number in data for number in NOTICE_SIGNALS):
-                        self.notice.assign(1.0)
+            with self._wakeup_read:
+                while data := self._wakeup_read.recv(16):
+                    self._record(data)
         threading.Thread(target=watch, name="PreemptionNotice", daemon=True).start()
+
+    def _pending_signals(self) -> bytes:
+        """Signal numbers written but not yet read by the thread (it may not have run yet)."""
+        try:
+            return self._wakeup_read.recv(64, socket.MSG_DONTWAIT)
+        except (BlockingIOError, OSError):
+            return b""
+
+    def _record(self, data: bytes) -> None:
+        received = [number for number in NOTICE_SIGNALS if number in data]
+        if received:
+            self._received.extend(received)
+            self.notice.assign(1.0)
 
     def _save(self, step: int) -> None:
         self._save_checkpoint(step)
@@ -169,6 +188,7 @@ class PreemptionWatch:
         sys.stderr.write(message + "\n")
         sys.stderr.flush()
         self.close()
+        self._received.clear()  # handled: saved
         sys.exit(PREEMPTED_STATUS)
 
 

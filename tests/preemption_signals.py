@@ -8,6 +8,7 @@ after that is written. Both patch classes: undo them with `restore()` (or run in
 """
 
 import os
+import time
 
 import tensorflow as tf
 
@@ -26,6 +27,9 @@ def signal_at_micro_batch(micro_batch: int, number: int) -> None:
         if calls[0] == micro_batch:
             _SENT.append(number)
             os.kill(os.getpid(), number)
+            # A step in flight longer than the notice's way to the loop, as BERT's steps are
+            # (a loaded test machine may take a while to schedule the thread that carries it).
+            time.sleep(1.0)
         return 0
 
     def losses(self, features, outputs):
