@@ -11,7 +11,7 @@ The training loop (`bert_tf.training.train`) opens a `PreemptionWatch` around it
   between calls. So the signal also wakes a thread (Python's wakeup fd) that raises `notice`, a
   variable the compiled loop reads after every step: the call ends after the step in flight
   (`training_steps.make_train_loop` sums the notices of all workers, so all stop together), and
-  the handler's protocol then runs one more step and saves. Nothing is lost beyond that step.
+  the handler's protocol then runs one more step and saves: no finished step is lost.
 - Where the handler does not watch SIGTERM (it is documented as inert on GCP CPU and TPU VMs), the
   notice is handled here the same way: save after the call the notice ended, exit.
 

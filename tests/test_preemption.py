@@ -44,23 +44,24 @@ def unhandled_signals_fail():
         signal.signal(number, handler)
 
 
-def _train(data, output_dir, input_file, strategy=None):
-    """12 steps of 8 sequences in micro-batches of 2; no periodic checkpoint before the end."""
+def _train(data, output_dir, input_file, strategy=None, accumulation=2):
+    """12 steps of 8 sequences (in `accumulation` micro-batches); no periodic checkpoint before
+    the end."""
     options = pretraining_task.PretrainingOptions(
         input_file=data[input_file], bert_config_file=data["config"], max_seq_length=SEQ,
         max_predictions_per_seq=PRED, do_train=True)
     config = training.RunConfig(output_dir=str(output_dir), train_batch_size=8,
                                 num_train_steps=12, num_warmup_steps=2, learning_rate=1e-3,
                                 save_checkpoints_steps=100, log_every_n_steps=100,
-                                gradient_accumulation_steps=2)
+                                gradient_accumulation_steps=accumulation)
     return pretraining_task.run_pretraining(options, config,
                                             strategy or tf.distribute.get_strategy())
 
 
-def _preempted(capsys, data, output_dir, input_file, strategy=None) -> int:
+def _preempted(capsys, data, output_dir, input_file, strategy=None, accumulation=2) -> int:
     """Runs until the notice; checks the exit status and line; returns the step saved."""
     with pytest.raises(SystemExit) as exit_info:
-        _train(data, output_dir, input_file, strategy)
+        _train(data, output_dir, input_file, strategy, accumulation)
     assert exit_info.value.code == preemption.PREEMPTED_STATUS == 75
     lines = EXIT_LINE.findall(capsys.readouterr().err)
     assert len(lines) == 1, lines
@@ -93,16 +94,16 @@ def test_sigterm_mid_accumulation_window_saves_and_resumes_exactly(
 
 def test_sigint_twice_under_mirrored_strategy_saves_once_and_resumes_exactly(
         data, tmp_path, capsys, unhandled_signals_fail):
-    """Two replicas × two micro-batches: the 13th loss is step 4's; Ctrl-C again during the
-    save does not interrupt it."""
+    """Two replicas: the 7th loss is step 4's; Ctrl-C again during the save does not interrupt
+    it."""
     strategy = two_cpu_strategy()
-    _train(data, tmp_path / "straight", "static", strategy)
-    preemption_signals.signal_at_micro_batch(13, signal.SIGINT)
+    _train(data, tmp_path / "straight", "static", strategy, accumulation=1)
+    preemption_signals.signal_at_micro_batch(7, signal.SIGINT)
     preemption_signals.signal_again_while_saving(signal.SIGINT)
-    step = _preempted(capsys, data, tmp_path / "resumed", "static", strategy)
+    step = _preempted(capsys, data, tmp_path / "resumed", "static", strategy, accumulation=1)
     assert step in (5, 6)
     preemption_signals.restore()
-    _train(data, tmp_path / "resumed", "static", strategy)
+    _train(data, tmp_path / "resumed", "static", strategy, accumulation=1)
     _assert_same_weights(tmp_path / "straight", tmp_path / "resumed")
     # After training the signals are the caller's again (eval and export may follow).
     assert signal.getsignal(signal.SIGINT) is unhandled_signals_fail
