@@ -18,11 +18,13 @@ Input: text files, one sentence per line, a blank line between documents. Exampl
 See docs/pretraining_data.md.
 """
 
+import logging
+
 from absl import flags
 
 from bert_tf import cli
 from bert_tf.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.beam import create_pretraining_data_on_beam
+from bert_tf.beam import BEAM_LOG_OPTIONS, create_pretraining_data_on_beam
 from bert_tf.data.pretraining import InstanceOptions
 from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 
@@ -38,7 +40,8 @@ flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of sing
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
 flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks). "
+                     "Default 1 with --dynamic_masking, which draws new masks every epoch.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length.")
 flags.DEFINE_integer("num_workers", 1, "Worker processes (the output does not depend on it).")
@@ -54,7 +57,8 @@ define_chinese_conversion_flag()
 flags.DEFINE_enum("chinese_segmenter", None, ["jieba"], "Segment raw Chinese text into words for "
                   "whole-word masking, as --pre_segmented does on segmented text (needs the 'chinese' extra).")
 flags.DEFINE_bool("dynamic_masking", False, "Write unmasked instances (a smaller, different record "
-                  "format); run_pretraining.py draws new masks each time it reads them. Use --dupe_factor=1.")
+                  "format); run_pretraining.py draws new masks each time it reads them. --dupe_factor is 1 "
+                  "unless given.")
 flags.DEFINE_bool("progress", True, "Print progress to stderr.")
 flags.DEFINE_enum("runner", "local", ["local", "beam"], "local: worker processes on this machine; beam: an "
                   "Apache Beam pipeline (DirectRunner, Dataflow, Flink, Spark), the same records.")
@@ -64,6 +68,8 @@ flags.DEFINE_string("beam_pipeline_options", "", "With --runner=beam: Beam's own
 
 def main(argv):
     del argv
+    # The masks differ every epoch already: ten copies of the corpus would only repeat it.
+    dupe_default = FLAGS.dynamic_masking and not FLAGS["dupe_factor"].present
     config = PretrainingDataConfig(
         input_file=FLAGS.input_file, output_file=FLAGS.output_file, vocab_file=FLAGS.vocab_file,
         spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
@@ -72,15 +78,23 @@ def main(argv):
             masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
             do_whole_word_mask=FLAGS.do_whole_word_mask, sentence_order=FLAGS.sentence_order,
             ngram=FLAGS.ngram),
-        random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor, num_workers=FLAGS.num_workers,
+        random_seed=FLAGS.random_seed, dupe_factor=1 if dupe_default else FLAGS.dupe_factor,
+        num_workers=FLAGS.num_workers,
         document_buffer_size=FLAGS.document_buffer_size, pre_segmented=FLAGS.pre_segmented,
         progress=FLAGS.progress, chinese_conversion=FLAGS.chinese_conversion,
         chinese_segmenter=FLAGS.chinese_segmenter, dynamic_masking=FLAGS.dynamic_masking)
     if FLAGS.runner == "beam":
-        summary = create_pretraining_data_on_beam(config, FLAGS.beam_pipeline_options)
+        # Beam's INFO lines only when asked for: --verbosity above 0, or Beam's own log options.
+        quiet = FLAGS.verbosity <= 0 and not any(
+            option in FLAGS.beam_pipeline_options for option in BEAM_LOG_OPTIONS)
+        summary = create_pretraining_data_on_beam(config, FLAGS.beam_pipeline_options,
+                                                  logging.WARNING if quiet else None)
     else:
         summary = create_pretraining_data(config)
-    print("\n".join(summary.lines()))
+    lines = summary.lines()
+    if dupe_default:
+        lines.append("dupe_factor: 1 (--dynamic_masking without --dupe_factor; pass --dupe_factor=N for N copies)")
+    print("\n".join(lines))
 
 
 def run():

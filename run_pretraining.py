@@ -34,6 +34,9 @@ flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+flags.DEFINE_bool("eval_one_pass", False, "Evaluate one pass over the eval records (at most "
+                  "--max_eval_steps batches) instead of repeating them until --max_eval_steps "
+                  "batches, as the original does.")
 flags.DEFINE_string("eval_input_file", None, "Records to evaluate on (default: --input_file).")
 flags.DEFINE_bool("export_google_checkpoint", False, "At the end of training, also write the "
                   "model in the original's TF1 layout to <output_dir>/google_checkpoint/.")

@@ -160,6 +160,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir")
     bert_config = options.load_bert_config(run_config)
+    options = finetuning.static_shape_options(options, run_config, strategy)
     task = resolve_task(options)
     os.makedirs(run_config.output_dir, exist_ok=True)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)

@@ -100,6 +100,21 @@ def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: 
     return int(num_examples / train_batch_size * num_train_epochs)
 
 
+def static_shape_options(options: FinetuningOptions, run_config: training.RunConfig,
+                         strategy: tf.distribute.Strategy | None) -> FinetuningOptions:
+    """`options` with dynamic_padding and group_by_length off where every batch must have one
+    shape (XLA with `use_xla`, TPUs): there each new batch length is a new compilation. Says so
+    in one log line when it turns either off."""
+    on_tpu = isinstance(strategy or tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
+    if not (run_config.use_xla or on_tpu) or not (options.dynamic_padding
+                                                   or options.group_by_length):
+        return options
+    logging.info("--dynamic_padding and --group_by_length are off under %s: every batch keeps "
+                 "the --max_seq_length shape (one compilation)",
+                 "--use_tpu" if on_tpu else "--use_xla")
+    return dataclasses.replace(options, dynamic_padding=False, group_by_length=False)
+
+
 def epochs_run_config(run_config: training.RunConfig, options: FinetuningOptions,
                       num_examples: int, unit: str = "training examples") -> training.RunConfig:
     """`run_config` with the steps of `options.num_train_epochs` over `num_examples` and

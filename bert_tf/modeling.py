@@ -179,6 +179,7 @@ class TokenLayout:
             self.token_index = tf.cast(tf.where(keep), tf.int32)  # [T,1] in [0,B*S)
             # The row of every position among the T kept ones (only read at kept positions).
             self._row_of_position = tf.cumsum(tf.cast(keep, tf.int32)) - 1  # [B*S]
+            self._kept = keep
         else:
             self.token_index = None
 
@@ -201,10 +202,21 @@ class TokenLayout:
         return tf.reshape(x, [-1, width])
 
     def rows_at(self, positions: tf.Tensor) -> tf.Tensor:
-        """int [B,Q] positions (each kept: a real token or the first) → int [B*Q] rows of [T,...]."""
+        """int [B,Q] positions → int [B*Q] rows of [T,...].
+
+        Raises:
+          tf.errors.InvalidArgumentError: with padding removed, a position that was not kept
+            (a padding position of a row with real tokens, which has no row).
+        """
         offsets = tf.range(self.batch)[:, tf.newaxis] * self.seq_length  # [B,1]
         flat = tf.reshape(tf.cast(positions, tf.int32) + offsets, [-1])
-        return flat if self.token_index is None else tf.gather(self._row_of_position, flat)
+        if self.token_index is None:
+            return flat
+        check = tf.debugging.Assert(tf.reduce_all(tf.gather(self._kept, flat)), [
+            "output_positions points at a padding position (input_mask 0); build the encoder "
+            "with compute_padding=True to read padding positions as the original does"])
+        with tf.control_dependencies([check]):
+            return tf.gather(self._row_of_position, flat)
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -310,7 +322,10 @@ class TransformerBlock(keras.layers.Layer):
             q, k, v = tf.split(qkv, 3, axis=1)
             residual = x
         else:
-            k, v = tf.split(layout.pad(self._projection(x, (self.key, self.value))), 2, axis=1)
+            kv = layout.pad(self._projection(x, (self.key, self.value)))  # [B*S,2H]
+            if layout.key_length is not None:
+                kv = layout.key_rows(kv)  # [B*K,2H]: the keys the mask's K columns cover
+            k, v = tf.split(kv, 2, axis=1)
             residual = tf.gather(x, query_rows)  # [B*Q,H]
             q = self._projection(residual, (self.query,))
         context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
@@ -330,6 +345,10 @@ _KEEP_PADDING = threading.local()
 def keep_padding(static_shapes: bool = True):
     """Encoders traced inside this context compute padding positions too.
 
+    A tracing-time switch for the code that builds the step (the span model, XLA steps); a
+    caller that wants the original's values at padding whatever traces the encoder builds it
+    with `BertEncoder(..., compute_padding=True)` instead.
+
     `static_shapes` (for XLA, which would recompile for every new shape) also attends all S keys;
     False lets attention stop at the batch's longest row (`TokenLayout`): the same numbers.
     Nested contexts keep static shapes if any of them asks for them.
@@ -346,25 +365,36 @@ class BertEncoder(keras.Model):
     """The BERT encoder. Call with a dict of int32 [B,S] tensors:
 
     `input_ids`; `input_mask` (1 = real token, 0 = padding; default all ones); `segment_ids`
-    (default all zeros). Returns a dict: `sequence_output` [B,S,H] (zeros at the padding
-    positions of rows that have real tokens, except the first position, which the original
-    also computes), `pooled_output` [B,H] (dense + tanh on the first token), `encoder_outputs` (list
+    (default all zeros). Returns a dict: `sequence_output` [B,S,H], `pooled_output` [B,H] (dense + tanh on the first token), `encoder_outputs` (list
     of L tensors [B,S,H], one per block). See the module docstring for variable names and mixed
     precision.
 
-    `output_positions` (int [B,P], each a real token) asks for the last layer at those positions
+    Padding: by default the encoder skips the padding positions of rows that have real tokens
+    (the speed comes from there): `sequence_output` and `encoder_outputs` are zeros there, while
+    the original computes every position. Every real position, the first position and rows of
+    padding only hold the original's values. `compute_padding=True` (or tracing inside
+    `keep_padding()`) computes every position as the original does.
+
+    `output_positions` (int [B,P]) asks for the last layer at those positions
     only (and at [CLS], for the pooler): the outputs are then `selected_output` [B,P,H] and
     `pooled_output`, and the last layer skips every other position past its keys and values.
+    While padding is skipped, a position at padding raises InvalidArgumentError (it has no
+    value); with padding computed it reads the original's value there.
     """
 
-    def __init__(self, config: BertConfig, dtype=None, name: str = "bert", **kwargs):
+    def __init__(self, config: BertConfig, dtype=None, name: str = "bert",
+                 compute_padding: bool = False, **kwargs):
         """Args:
           config: the model's hyper-parameters.
           dtype: a Keras dtype policy or its name ("float32", "mixed_bfloat16",
             "mixed_float16"); default: the global policy.
+          compute_padding: compute the padding positions too, as the original (slower on
+            padded batches); False skips them (zeros in `sequence_output`), unless traced
+            inside `keep_padding()`.
         """
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.config = config
+        self.compute_padding = compute_padding
         policy = self.dtype_policy
         self.embeddings = self._make_embeddings(config, policy)
         self._make_blocks(config, policy)
@@ -398,7 +428,8 @@ class BertEncoder(keras.Model):
         input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
         segment_ids = inputs.get("segment_ids")
         segment_ids = tf.zeros_like(input_ids) if segment_ids is None else segment_ids
-        layout = TokenLayout(input_mask, remove_padding=not getattr(_KEEP_PADDING, "on", False),
+        keep = self.compute_padding or getattr(_KEEP_PADDING, "on", False)
+        layout = TokenLayout(input_mask, remove_padding=not keep,
                              static_shapes=getattr(_KEEP_PADDING, "static", False))
         x = self.embeddings(input_ids, segment_ids, layout=layout, training=training)  # [T,H]
         blocks = self.transformer_layers

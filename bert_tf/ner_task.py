@@ -214,6 +214,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     """
     _check(options)
     bert_config = options.load_bert_config(run_config)
+    options = finetuning.static_shape_options(options, run_config, strategy)
     output_dir = run_config.output_dir
     os.makedirs(output_dir, exist_ok=True)
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)

@@ -37,7 +37,10 @@ class PretrainingOptions:
     """The pretraining-specific options (run options live in `training.RunConfig`).
 
     Attributes mirror run_pretraining.py's flags; `eval_input_file` defaults to `input_file`
-    (the original evaluates on its training files).
+    (the original evaluates on its training files). Evaluation reads the eval records again and
+    again until `RunConfig.max_eval_steps` batches, as the original; `eval_one_pass` (or
+    max_eval_steps None) stops at the end of the records instead (at most max_eval_steps
+    batches).
     """
 
     input_file: str
@@ -47,6 +50,7 @@ class PretrainingOptions:
     max_predictions_per_seq: int = 20
     do_train: bool = False
     do_eval: bool = False
+    eval_one_pass: bool = False
     export_google_checkpoint: bool = False
 
 
@@ -89,13 +93,14 @@ class PretrainingTask(training.Task):
         }
 
 
-def _input_fn(patterns: str, schema: features.Schema, is_training: bool, seed: int):
+def _input_fn(patterns: str, schema: features.Schema, is_training: bool, seed: int,
+              repeat: bool = False):
     def input_fn(input_context: tf.distribute.InputContext, batch_size: int) -> tf.data.Dataset:
         # drop_remainder in eval too, as the original: every eval batch is full (TPU shapes).
         # Static records are read as they are; unmasked ones (--dynamic_masking) are masked here.
         return dynamic_masking.pretraining_dataset(patterns, schema, batch_size, is_training=is_training,
                                                    input_context=input_context, seed=seed,
-                                                   drop_remainder=True)
+                                                   drop_remainder=True, repeat=repeat)
     return input_fn
 
 
@@ -126,11 +131,18 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
             checkpoints.export_google_checkpoint(training.load_model(task, run_config), prefix)
     if options.do_eval:
         results = training.evaluate(task, run_config,
-                                    _input_fn(eval_files, schema, False, run_config.seed),
+                                    _input_fn(eval_files, schema, False, run_config.seed,
+                                              repeat=_repeat_eval(options, run_config)),
                                     strategy)
         if training.is_chief(strategy):
             _write_eval_results(run_config.output_dir, results)
     return results
+
+
+def _repeat_eval(options: PretrainingOptions, run_config: training.RunConfig) -> bool:
+    """Whether eval repeats its records: the original's fixed number of batches, unless one
+    pass is asked for (or no number of batches is given, where repeating would never end)."""
+    return not options.eval_one_pass and run_config.max_eval_steps is not None
 
 
 def _check_first_record(files: list[str], schema: features.Schema) -> None:

@@ -61,6 +61,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.output_dir:
             raise UserError("RunConfig.output_dir is required (--output_dir).")
+        if "://" not in self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(
+                self.output_dir):
+            raise UserError(f"--output_dir={self.output_dir} is an existing file, not a "
+                            "directory: give a directory (created if missing)")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
                      "gradient_accumulation_steps", "save_checkpoints_steps",
                      "keep_checkpoint_max", "iterations_per_loop", "log_every_n_steps"):

@@ -111,8 +111,8 @@ def define_finetuning_flags(*, with_eval: bool = True,
 def define_padding_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """--dynamic_padding and --group_by_length (run_classifier.py and run_ner.py)."""
     flags.DEFINE_bool("dynamic_padding", True, "Trim every batch to its longest sequence (rounded "
-                      "up to a multiple of 8): the same outputs, less work on short inputs. Turn "
-                      "off on TPU, which wants one shape.", flag_values=flag_values)
+                      "up to a multiple of 8): the same outputs, less work on short inputs. Off "
+                      "under --use_tpu and --use_xla, which want one shape.", flag_values=flag_values)
     flags.DEFINE_bool("group_by_length", False, "Training: batches of examples of similar "
                       "length (seeded), so that --dynamic_padding saves more; changes which "
                       "examples share a batch.", flag_values=flag_values)

@@ -107,6 +107,10 @@ CASES = [
     Case("pretrain_no_config", "run_pretraining.py",
          ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt3", "--do_train"),
          "--bert_config_file is required", absent=("pt3/checkpoint",)),
+    Case("pretrain_output_dir_is_a_file", "run_pretraining.py",
+         ("--input_file={d}/records.tfrecord", "--output_dir={d}/a_file", "--do_train",
+          "--bert_config_file={d}/bert_config.json", "--max_seq_length=16",
+          "--max_predictions_per_seq=3"), "--output_dir="),
     # run_classifier.py
     Case("classifier_missing_train_file", "run_classifier.py",
          ("--data_dir={d}/nowhere", "--output_dir={d}/cls1", *_CLS), "nowhere/train.tsv",
@@ -136,6 +140,9 @@ CASES = [
          ("--do_train", "--train_file={d}/squad_offset.json", "--output_dir={d}/sq4", *_SQUAD),
          "squad_offset.json: none of its 1 questions has a usable answer",
          absent=("sq4/checkpoint",)),
+    Case("squad_output_dir_is_a_file", "run_squad.py",
+         ("--do_predict", "--predict_file={d}/squad_empty.json", "--output_dir={d}/a_file",
+          *_SQUAD), "is an existing file, not a directory"),
     # run_ner.py
     Case("ner_conll_line_without_tag", "run_ner.py",
          ("--data_dir={d}/ner_columns", "--output_dir={d}/ner1", *_NER),
@@ -224,9 +231,9 @@ def results(request, tmp_path_factory) -> tuple[str, dict[str, subprocess.Comple
         return directory, {name: future.result() for name, future in futures.items()}
 
 
-def test_the_sweep_covers_every_script_with_25_cases():
+def test_the_sweep_covers_every_script_with_27_cases():
     scripts = {case.script for case in CASES}
-    assert len(CASES) >= 25 and len({case.name for case in CASES}) == len(CASES)
+    assert len(CASES) >= 27 and len({case.name for case in CASES}) == len(CASES)
     assert scripts == {"create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
                        "run_squad.py", "run_ner.py", "extract_features.py"}
 

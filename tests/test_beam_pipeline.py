@@ -5,6 +5,8 @@ import hashlib
 import importlib.resources
 import importlib.util
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -110,6 +112,12 @@ def test_script_runner_beam_end_to_end(corpus, local, tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"output: {local_summary.instances:,} instances in 3 files" in result.stdout
+    # Beam's own INFO lines (type hints, runner choice, job service, workers) stay off stderr.
+    import apache_beam
+    beam_modules = {path.name for path in pathlib.Path(apache_beam.__file__).parent.rglob("*.py")}
+    info_from = {line.split("]")[0].split()[-1].split(":")[0] for line in result.stderr.splitlines()
+                 if re.match(r"I\d{4} ", line)}
+    assert not info_from & (beam_modules - {"__init__.py", "pipeline.py"}), result.stderr[-2000:]
     assert _multiset_hash(expand_output_files(f"{out}@3")) == _multiset_hash(local_files)
 
 
@@ -143,3 +151,26 @@ def test_summaries_of_parts_merge_into_the_summary_of_the_whole():
     assert first == whole
     assert (whole.blocks, whole.documents, whole.instances, whole.read.bytes, whole.read.invalid_utf8_lines) == \
         (5, 15, 150, 15000, 3)
+
+
+@NEEDS_BEAM
+def test_beam_logging_stays_at_warnings_unless_asked(monkeypatch):
+    """Beam's loggers and its SDK workers at WARNING by default; Beam's own log options, or no
+    level (the script's --verbosity above 0), leave them as given."""
+    import logging
+
+    from bert_tf.beam import pipeline
+    calls = []
+    monkeypatch.setattr(pipeline, "create_pretraining_data_on_beam",
+                        lambda config, options: calls.append(options))
+    beam_logger = logging.getLogger("apache_beam")
+    monkeypatch.setattr(beam_logger, "level", logging.NOTSET)
+    bert_beam.create_pretraining_data_on_beam(None, "--runner=DirectRunner")
+    assert beam_logger.level == logging.WARNING
+    given = "--runner=DirectRunner --default_sdk_harness_log_level=DEBUG"
+    bert_beam.create_pretraining_data_on_beam(None, given)
+    beam_logger.setLevel(logging.NOTSET)
+    bert_beam.create_pretraining_data_on_beam(None, "--runner=DirectRunner", None)
+    assert beam_logger.level == logging.NOTSET
+    assert calls == ["--runner=DirectRunner --default_sdk_harness_log_level=WARNING", given,
+                     "--runner=DirectRunner"]

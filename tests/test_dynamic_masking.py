@@ -2,6 +2,8 @@
 
 import importlib.resources
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -126,3 +128,26 @@ def test_mixed_inputs_and_different_options_are_refused(unmasked, tmp_path):
     other = _write(tmp_path / "wwm.tfrecord", do_whole_word_mask=True)
     with pytest.raises(ValueError, match="wwm.tfrecord: masking options"):
         _batches(f"{unmasked},{other}", 1)
+
+
+def test_script_writes_one_copy_unless_dupe_factor_is_given(tmp_path):
+    """create_pretraining_data.py --dynamic_masking: --dupe_factor defaults to 1 (said in the
+    summary), not the original's 10 unmasked copies; an explicit value is honoured."""
+    script = os.path.join(os.path.dirname(CORPUS), "..", "..", "create_pretraining_data.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+    def run(name, *extra):
+        out = tmp_path / name
+        result = subprocess.run(
+            [sys.executable, script, f"--input_file={CORPUS}", f"--output_file={out}",
+             f"--vocab_file={VOCAB}", "--dynamic_masking", "--noprogress", *extra],
+            capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return sum(1 for _ in tfrecord.read_records(str(out))), result.stdout
+
+    one, default_out = run("default.tfrecord")
+    two, explicit_out = run("two.tfrecord", "--dupe_factor=2")
+    assert one == sum(1 for _ in tfrecord.read_records(_write(tmp_path / "lib.tfrecord")))
+    assert "dupe_factor: 1 (--dynamic_masking without --dupe_factor" in default_out
+    assert "dupe_factor" not in explicit_out
+    assert 1.8 * one < two < 2.2 * one

@@ -2,12 +2,15 @@
 RunConfig, and the original's count of steps from epochs."""
 
 import logging
+import os
 
 import pytest
+import tensorflow as tf
 from absl import flags
 
-from bert_tf import finetuning, ner_task, squad_task, training, training_flags
+from bert_tf import classifier_task, finetuning, ner_task, squad_task, training, training_flags
 from bert_tf.data import squad_records
+from conftest import TESTDATA
 
 
 def _flag_values(**kwargs) -> flags.FlagValues:
@@ -92,3 +95,41 @@ def test_every_fine_tuning_tokenizer_checks_the_case_against_the_checkpoint(tmp_
     with caplog.at_level(logging.WARNING):
         options.create_tokenizer(str(tmp_path / "cased_L-12_H-768_A-12" / "bert_model.ckpt"))
     assert "do_lower_case" not in caplog.text
+
+
+def test_static_shapes_turn_dynamic_padding_off_under_xla_and_tpu(tiny_config, tmp_path, caplog,
+                                                                  monkeypatch):
+    """Under --use_xla (or a TPU) every new batch length is a new compilation: the classifier's
+    training batches keep --max_seq_length, with one log line; elsewhere they are trimmed."""
+    config_file = str(tmp_path / "bert_config.json")
+    tiny_config.to_json_file(config_file)
+    glue = os.path.join(TESTDATA, "glue")
+    options = classifier_task.ClassifierOptions(
+        task_name="sts-b", data_dir=os.path.join(glue, "STS-B"), bert_config_file=config_file,
+        vocab_file=os.path.join(glue, "vocab.txt"), max_seq_length=13, do_train=True,
+        group_by_length=True)
+    input_fns = []
+    monkeypatch.setattr(training, "train", lambda task, config, input_fn, strategy:
+                        input_fns.append(input_fn) or {})
+
+    def train_batch_shape(**run_options):
+        run_config = training.RunConfig(output_dir=str(tmp_path / "run"), train_batch_size=2,
+                                        **run_options)
+        classifier_task.run_classifier(options, run_config)
+        dataset = input_fns.pop()(tf.distribute.InputContext(), 2)
+        return dataset.element_spec["input_ids"].shape.as_list()
+
+    with caplog.at_level(logging.INFO, logger="absl"):
+        assert train_batch_shape() == [2, None]
+        assert "--dynamic_padding" not in caplog.text
+        assert train_batch_shape(use_xla=True) == [2, 13]
+    assert [r.getMessage() for r in caplog.records if "--dynamic_padding" in r.getMessage()] == [
+        "--dynamic_padding and --group_by_length are off under --use_xla: every batch keeps the "
+        "--max_seq_length shape (one compilation)"]
+    tpu = tf.distribute.TPUStrategy.__new__(tf.distribute.TPUStrategy)  # only its type is read
+    with caplog.at_level(logging.INFO, logger="absl"):
+        off = finetuning.static_shape_options(options, training.RunConfig(output_dir="x"), tpu)
+    assert (off.dynamic_padding, off.group_by_length) == (False, False)
+    assert "under --use_tpu" in caplog.text
+    kept = finetuning.static_shape_options(options, training.RunConfig(output_dir="x"), None)
+    assert kept is options

@@ -1,6 +1,7 @@
 """Heads and models: output contracts, the original's weight layouts and formulas, the tied MLM
 table, mixed precision logits and checkpoint sharing between models."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -151,3 +152,50 @@ def test_heads_alone_accept_any_batch(tiny_config):
     assert nsp(tf.ones([4, tiny_config.hidden_size])).shape == (4, 2)
     start, end = heads.Span(tiny_config)(tf.ones([2, 5, tiny_config.hidden_size]))
     assert start.shape == end.shape == (2, 5)
+
+
+def test_dropout_runs_at_the_originals_rates_and_places(tiny_config, monkeypatch):
+    """Training drops at the original's five sites: the embeddings, the attention probabilities,
+    the attention output and the feed-forward output (the two residual branches) at the config's
+    rates, and the classifier's input at 0.1. On the real tokens (padding keys, whose
+    probabilities are exactly 0, and padding query rows left out), the fraction zeroed at each
+    site is within 5 standard deviations of the rate, and the kept values are scaled by 1/(1-rate)."""
+    config = tiny_config.replace(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2)
+    model = models.classifier_model(config, 3)
+    batch = 64
+    rng = np.random.default_rng(5)
+    mask = (np.arange(S)[None, :] < rng.integers(2, S + 1, size=(batch, 1))).astype(np.int32)
+    ids = rng.integers(1, config.vocab_size, size=(batch, S)).astype(np.int32) * mask
+    features = {"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                "segment_ids": tf.zeros_like(tf.constant(ids))}
+    sites = {id(model.encoder.embeddings.dropout): "embeddings",
+             id(model.classifier.dropout): "classifier"}
+    for block in model.encoder.transformer_layers:
+        sites[id(block.attention_dropout)] = "attention probabilities"
+        sites[id(block.hidden_dropout)] = "residual branch"
+    seen = {}  # site → [(rate, inputs, outputs)]
+    dropout_call = keras.layers.Dropout.call
+
+    def recording_call(layer, inputs, training=False):
+        outputs = dropout_call(layer, inputs, training=training)
+        seen.setdefault(sites[id(layer)], []).append((layer.rate, inputs.numpy(), outputs.numpy()))
+        return outputs
+
+    monkeypatch.setattr(keras.layers.Dropout, "call", recording_call)
+    model(features, training=True)
+    # Two residual branches per block: its attention output, then its feed-forward output.
+    assert {site: len(calls) for site, calls in seen.items()} == {
+        "embeddings": 1, "attention probabilities": 2, "residual branch": 4, "classifier": 1}
+    want_rates = {"embeddings": 0.3, "attention probabilities": 0.2, "residual branch": 0.3,
+                  "classifier": 0.1}
+    for site, calls in seen.items():
+        for rate, inputs, outputs in calls:
+            assert rate == want_rates[site], site
+            considered = inputs != 0
+            if site == "attention probabilities" and inputs.shape[2] == S:
+                considered &= mask.astype(bool)[:, None, :, None]  # real query rows
+            n = considered.sum()
+            dropped = (outputs[considered] == 0).mean()
+            assert abs(dropped - rate) <= 5 * np.sqrt(rate * (1 - rate) / n), (site, n, dropped)
+            kept = considered & (outputs != 0)
+            np.testing.assert_allclose(outputs[kept], inputs[kept] / (1 - rate), rtol=1e-5)

@@ -124,6 +124,53 @@ def test_forward_equals_numpy_reference_with_padding(tiny_config):
     np.testing.assert_allclose(kept["pooled_output"].numpy(), want_pooled, atol=2e-5)
 
 
+def test_compute_padding_is_the_encoders_own_choice_wherever_it_is_traced(tiny_config):
+    """BertEncoder(compute_padding=True) computes every position as the original, also in a
+    tf.function traced outside any keep_padding(); the default skips padding (zeros there)."""
+    original = BertEncoder(tiny_config, compute_padding=True)
+    _randomise(original)
+    skipping = BertEncoder(tiny_config)
+    skipping.set_weights(original.get_weights())
+    features = _features(tiny_config, lengths=[13, 1, 5, 12, 2, 13, 7])
+    want_seq, want_pooled = _np_encoder(original, features)
+    real = features["input_mask"].numpy().astype(bool)
+    real[:, 0] = True
+    for encoder, computed in ((original, np.ones_like(real)), (skipping, real)):
+        out = tf.function(lambda f, e=encoder: e(f))(features)  # traced here, no context
+        np.testing.assert_allclose(out["sequence_output"].numpy()[computed], want_seq[computed],
+                                   atol=2e-5)
+        np.testing.assert_allclose(out["pooled_output"].numpy(), want_pooled, atol=2e-5)
+        assert not out["sequence_output"].numpy()[~computed].any()
+
+
+@pytest.mark.parametrize("compute_padding", [False, True])
+def test_output_positions_with_attention_cut_at_the_longest_row(tiny_config, compute_padding):
+    """keep_padding(static_shapes=False) attends the first K keys; output_positions still reads
+    the original's values, at real positions and (with padding computed) at padding ones."""
+    encoder = BertEncoder(tiny_config, compute_padding=compute_padding)
+    _randomise(encoder)
+    features = _features(tiny_config, lengths=[9, 3, 5, 8, 2, 9, 7])  # K = 9 < S
+    positions = tf.constant([[1, 8, 0], [2, 1, 12], [4, 3, 1], [7, 5, 10], [1, 0, 3],
+                             [8, 2, 6], [6, 5, 11]], tf.int32)  # 12, 10, 3, 11: padding
+    want = np.take_along_axis(_np_encoder(encoder, features)[0],
+                              positions.numpy()[:, :, None], axis=1)
+    with modeling.keep_padding(static_shapes=False):
+        selected = encoder(features, output_positions=positions)
+    np.testing.assert_allclose(selected["selected_output"].numpy(), want, atol=2e-5)
+
+
+def test_output_positions_at_padding_is_an_error_while_padding_is_skipped(tiny_config):
+    encoder = BertEncoder(tiny_config)
+    features = _features(tiny_config, lengths=[9, 3, 5, 8, 2, 9, 7])
+    real = tf.constant([[1, 8, 0]] * B, tf.int32) % features["input_mask"].numpy().sum(1)[:, None]
+    encoder(features, output_positions=real)  # real tokens and [CLS]: fine
+    at_padding = tf.tensor_scatter_nd_update(real, [[1, 2]], [4])  # row 1 has 3 tokens
+    with pytest.raises(tf.errors.InvalidArgumentError, match="compute_padding=True"):
+        encoder(features, output_positions=at_padding)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="padding position"):
+        tf.function(lambda f, p: encoder(f, output_positions=p))(features, at_padding)
+
+
 def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
     """Every row ends by padding (longest 9 of 13): attention reads 9 keys, yet every position's
     output and every gradient is that of all 13 keys (the numpy reference, the static layout)."""

@@ -1,6 +1,7 @@
 """run_pretraining.py end to end: outputs, exact resume after kill -9, Google export, errors."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -148,3 +149,25 @@ def test_missing_inputs_are_named(data, tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint in .* and no init_checkpoint"):
         pretraining_task.run_pretraining(
             _options(data, do_train=False, do_eval=True), config, strategy)
+
+
+def test_eval_repeats_the_records_for_max_eval_steps_batches(runs, data, tmp_path):
+    """The original repeats the eval input and evaluates exactly --max_eval_steps batches: 24
+    records in batches of 8 are 3 batches a pass, so 4 steps are the 3 of a pass and the first
+    again; --eval_one_pass stops after the pass."""
+    strategy = tf.distribute.get_strategy()
+
+    def evaluate(max_eval_steps, **options):
+        output_dir = tmp_path / f"eval-{max_eval_steps}-{len(options)}"
+        shutil.copytree(runs[0], output_dir)
+        config = training.RunConfig(output_dir=str(output_dir), eval_batch_size=8,
+                                    max_eval_steps=max_eval_steps)
+        return pretraining_task.run_pretraining(
+            _options(data, do_train=False, do_eval=True, eval_input_file=data["eval"], **options),
+            config, strategy)
+
+    first, one_pass, four = evaluate(1), evaluate(3), evaluate(4)
+    assert four["loss"] == pytest.approx((3 * one_pass["loss"] + first["loss"]) / 4, rel=1e-6)
+    assert evaluate(4, eval_one_pass=True)["loss"] == pytest.approx(one_pass["loss"], rel=1e-6)
+    # No number of batches (the Python API's default): one pass, never an endless eval.
+    assert evaluate(None)["loss"] == pytest.approx(one_pass["loss"], rel=1e-6)

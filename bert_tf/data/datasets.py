@@ -77,7 +77,8 @@ def record_dataset(input_patterns: str | Sequence[str], schema: Schema, batch_si
                    seed: int = 12345, drop_remainder: bool | None = None,
                    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
                    cycle_length: int = DEFAULT_CYCLE_LENGTH,
-                   trim_features: Sequence[str] = (), length_groups: int = 1) -> tf.data.Dataset:
+                   trim_features: Sequence[str] = (), length_groups: int = 1,
+                   repeat: bool = False) -> tf.data.Dataset:
     """Batches of parsed records for one input pipeline.
 
     Args:
@@ -98,6 +99,9 @@ def record_dataset(input_patterns: str | Sequence[str], schema: Schema, batch_si
         length_groups: training only, > 1: each run of `length_groups` batches is drawn from
             `length_groups × batch_size` shuffled records sorted by length, in a seeded random
             order (see `group_by_length`).
+        repeat: not training: read the records in order again and again, batches running on
+            across the end (the original's pretraining eval, which stops after a number of
+            batches).
 
     Returns:
         A dataset of dicts of int32/float32 tensors with leading dimension `batch_size`; the
@@ -121,6 +125,8 @@ def record_dataset(input_patterns: str | Sequence[str], schema: Schema, batch_si
         dataset = dataset.flat_map(tf.data.TFRecordDataset)
     if pipelines > 1 and not shard_files:
         dataset = dataset.shard(pipelines, pipeline_id)
+    if repeat and not is_training:
+        dataset = dataset.repeat()
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed + pipeline_id)
     if is_training and length_groups > 1:

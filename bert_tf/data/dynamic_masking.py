@@ -68,7 +68,7 @@ def read_masking_options(files: Sequence[str], max_seq_length: int,
 
 def pretraining_dataset(input_patterns: str, schema: features.Schema, batch_size: int, *,
                         is_training: bool, input_context: tf.distribute.InputContext | None,
-                        seed: int, drop_remainder: bool) -> tf.data.Dataset:
+                        seed: int, drop_remainder: bool, repeat: bool = False) -> tf.data.Dataset:
     """Batches of pretraining features from static or unmasked records (detected per input).
 
     Args:
@@ -78,7 +78,7 @@ def pretraining_dataset(input_patterns: str, schema: features.Schema, batch_size
     files = datasets.resolve_input_files(input_patterns)
     unmasked = [is_unmasked_file(path) for path in files]
     kwargs = dict(is_training=is_training, input_context=input_context, seed=seed,
-                  drop_remainder=drop_remainder)
+                  drop_remainder=drop_remainder, repeat=repeat)
     if not any(unmasked):
         return datasets.record_dataset(files, schema, batch_size, **kwargs)
     if not all(unmasked):
