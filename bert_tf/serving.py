@@ -62,7 +62,8 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
     """Writes `model` as a SavedModel under `export_dir`, replacing what was there.
 
     The SavedModel is written next to `export_dir` first and moved into place when complete, so
-    a crash never leaves a half-written export under that name.
+    a crash never leaves a half-written (or half-deleted) export under that name; a full disk is
+    one `full_disk.DiskFullError` naming `export_dir`.
 
     Args:
       model: a `bert_tf.models.ClassifierModel` (variables already trained or restored).
@@ -80,7 +81,13 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
     tmp = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
     with full_disk.named_when_full(export_dir, lambda: full_disk.remove_if_exists(tmp)):
         tf.saved_model.save(module, tmp, signatures={SIGNATURE_KEY: module.serve})
+    # The previous export moves aside whole before the new one takes its name, and is deleted
+    # last: a crash at any moment leaves a complete export (or, between the renames, none).
+    previous = None
     if os.path.exists(export_dir):
-        shutil.rmtree(export_dir)
+        previous = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
+        os.replace(export_dir, previous)
     os.replace(tmp, export_dir)
+    if previous:
+        shutil.rmtree(previous)
     return export_dir

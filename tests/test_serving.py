@@ -1,5 +1,7 @@
 """SavedModel export: reloaded with TensorFlow alone, the signature matches the Keras model."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -48,3 +50,22 @@ def test_export_reload_matches_keras(tmp_path, tiny_config, regression):
     got = signature(**{k: tf.constant(v) for k, v in short.items()})[key].numpy()
     np.testing.assert_allclose(got, serving.predict_outputs(model, short, regression).numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+class _Killed(BaseException):
+    """A process stopped at this point (nothing after it runs)."""
+
+
+def test_a_crash_while_the_previous_export_is_removed_leaves_a_whole_export(
+        tmp_path, tiny_config, monkeypatch):
+    model = models.classifier_model(tiny_config, 3)
+    export_dir = serving.export_classifier(model, str(tmp_path / "export"), ["a", "b", "c"])
+
+    def killed_while_removing(path, *args, **kwargs):
+        os.remove(os.path.join(path, "saved_model.pb"))
+        raise _Killed
+    monkeypatch.setattr(serving.shutil, "rmtree", killed_while_removing)
+    with pytest.raises(_Killed):
+        serving.export_classifier(model, export_dir, ["a", "b", "c"])
+    loaded = tf.saved_model.load(export_dir)
+    assert [label.decode() for label in loaded.labels.numpy()] == ["a", "b", "c"]
