@@ -7,8 +7,10 @@ from distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()  # before TensorFlow starts (pytest imports every test module first)
 
+import http.server  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
+import threading  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -108,3 +110,31 @@ def test_sigint_twice_under_mirrored_strategy_saves_once_and_resumes_exactly(
     # After training the signals are the caller's again (eval and export may follow).
     assert signal.getsignal(signal.SIGINT) is unhandled_signals_fail
     assert signal.getsignal(signal.SIGTERM) is unhandled_signals_fail
+
+
+class _MetadataServer(http.server.BaseHTTPRequestHandler):
+    """Answers as Google Cloud's metadata server does to TensorFlow's "am I on GCP?" request."""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"a-gce-vm")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_where_tensorflows_handler_is_inert_the_loop_saves_and_exits_itself(
+        data, tmp_path, capsys, unhandled_signals_fail, monkeypatch):
+    """On a Google Cloud CPU or TPU VM TensorFlow's handler does nothing (its documented
+    limitation); the notice still ends the loop after the step in flight, which is saved."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), _MetadataServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("GCE_METADATA_IP", f"127.0.0.1:{server.server_port}")
+    try:
+        preemption_signals.signal_at_micro_batch(6, signal.SIGTERM)
+        step = _preempted(capsys, data, tmp_path / "gce", "static", accumulation=1)
+    finally:
+        server.shutdown()
+    assert step in (6, 7)  # no extra step: saved right after the call the notice ended
+    assert weights(tmp_path / f"gce/ckpt-{step}")["global_step/.ATTRIBUTES/VARIABLE_VALUE"] == step
