@@ -66,6 +66,25 @@ def lost_workers_named(output_dir: str):
             f"{checkpoint}") from error
 
 
+def _quiet_lost_peer_watcher() -> None:
+    """TensorFlow's handler watches its peers from a thread that dies with a traceback when the
+    coordination service goes away with a lost worker; the main thread reports that worker in
+    one line (`lost_workers_named`), so that thread's end is logged in one line too."""
+    previous = threading.excepthook
+    if getattr(previous, "bert_tf_quiet", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if (args.thread is not None and args.thread.name.startswith("PeerTerminationWatcher")
+                and isinstance(args.exc_value, tf.errors.UnavailableError)):
+            logging.info("%s stopped: %s", args.thread.name,
+                         args.exc_value.message.splitlines()[0])
+            return
+        previous(args)
+    hook.bert_tf_quiet = True
+    threading.excepthook = hook
+
+
 def resume_command() -> str:
     """The command line of this process, to run again (the same command resumes)."""
     return shlex.join([os.path.basename(sys.executable), *sys.argv])
@@ -95,6 +114,7 @@ class PreemptionWatch:
         if not self._active:
             return
         self._previous = {number: signal.getsignal(number) for number in NOTICE_SIGNALS}
+        _quiet_lost_peer_watcher()
         self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             getattr(strategy, "cluster_resolver", None),
             # The handler restores and counts loop calls in a checkpoint of its own; ours are
