@@ -13,8 +13,8 @@ See docs/tokenization.md.
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.vocab_builder import VocabBuildConfig, build_vocab, summary_lines
+from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
+from bert_tf.text.vocab_builder import VocabBuildConfig, build_vocab, summary_lines
 
 FLAGS = flags.FLAGS
 

@@ -23,10 +23,10 @@ import logging
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.beam import BEAM_LOG_OPTIONS, create_pretraining_data_on_beam
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.tasks.pretraining.beam import BEAM_LOG_OPTIONS, create_pretraining_data_on_beam
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 
 FLAGS = flags.FLAGS
 

@@ -17,7 +17,8 @@ checkpoint. Point later runs at --output_dir's three files.
 
 from absl import app, flags
 
-from bert_tf import cli, model_config, vocab_extension
+from bert_tf import cli
+from bert_tf.checkpoints import model_config, vocab_extension
 
 FLAGS = flags.FLAGS
 

@@ -14,7 +14,9 @@ Example (one sentence, or `text_a ||| text_b`, per line):
 
 from absl import app, flags, logging
 
-from bert_tf import cli, features_extraction, training_flags
+from bert_tf import cli
+from bert_tf.tasks.features import extraction as features_extraction
+from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

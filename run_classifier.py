@@ -16,9 +16,11 @@ Your own files: --task_name=custom with --task_spec=spec.json, or --text_a_colum
 
 from absl import flags
 
-from bert_tf import classifier_task, cli, training_flags
-from bert_tf.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.data import classification
+from bert_tf import cli
+from bert_tf.tasks.classifier import processors as classification
+from bert_tf.tasks.classifier import task as classifier_task
+from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
+from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

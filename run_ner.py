@@ -15,9 +15,11 @@ Chinese, one character and its tag per line: add --data_format=char (docs/ner.md
 
 from absl import flags
 
-from bert_tf import cli, ner_task, training_flags
-from bert_tf.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.data import tagging
+from bert_tf import cli
+from bert_tf.tasks.ner import data as tagging
+from bert_tf.tasks.ner import task as ner_task
+from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
+from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

@@ -17,8 +17,10 @@ threshold on the predict file); see docs/squad.md.
 
 from absl import flags
 
-from bert_tf import cli, squad_task, training_flags
-from bert_tf.chinese.conversion import define_chinese_conversion_flag
+from bert_tf import cli
+from bert_tf.tasks.squad import task as squad_task
+from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
+from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

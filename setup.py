@@ -39,7 +39,9 @@ setup(
         # The reference forward pass the golden-value tests compare against.
         # Chinese: --chinese_conversion (OpenCC) and --chinese_segmenter=jieba.
         "chinese": ["opencc>=1.1.6", "jieba>=0.42"],
-        "test": ["pytest>=7", "torch>=2.1", "transformers>=4.40", "safetensors>=0.4"],
+        # import-linter: the layout's import contracts (.importlinter), checked by the suite.
+        "test": ["pytest>=7", "torch>=2.1", "transformers>=4.40", "safetensors>=0.4",
+                 "import-linter>=2.17"],
         # create_pretraining_data.py --runner=beam (DirectRunner, Flink, Spark; Dataflow and gs://
         # need apache-beam[gcp]). Beam caps protobuf below 7; TensorFlow 2.21 takes 6.31.1 and up.
         "beam": ["apache-beam>=2.60"],

@@ -40,7 +40,7 @@ def _count(variables) -> int:
 
 def parameter_counts(name: str) -> dict:
     """The parameter-count line of one model (no forward pass needed: weights exist at once)."""
-    from bert_tf import models
+    from bert_tf.model import models
 
     model = models.pretraining_model(_config(name))
     count = _count(model.encoder.weights)
@@ -53,7 +53,7 @@ def throughput(tf, name: str) -> dict:
     """The float32 inference throughput line of one model's encoder."""
     import numpy as np
 
-    from bert_tf.albert.modeling import build_encoder
+    from bert_tf.model.albert.modeling import build_encoder
 
     config = _config(name)
     encoder = build_encoder(config, dtype="float32")
@@ -70,8 +70,8 @@ def throughput(tf, name: str) -> dict:
 
 
 def _config(name: str):
-    from bert_tf.albert.config import AlbertConfig
-    from bert_tf.config import BertConfig
+    from bert_tf.model.albert.config import AlbertConfig
+    from bert_tf.model.config import BertConfig
 
     return (AlbertConfig if "embedding_size" in MODELS[name] else BertConfig)(**MODELS[name])
 

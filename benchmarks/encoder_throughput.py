@@ -110,7 +110,7 @@ def measure(tf, forward, features, batch_size: int) -> list[float]:
 def run_one(tf, name: str, dtype: str, xla: bool, peak: float | None) -> dict:
     import numpy as np
 
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
     from bert_tf.modeling import BertEncoder
 
     sizes = CONFIGS[name]

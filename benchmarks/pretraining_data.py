@@ -75,7 +75,7 @@ print("PEAK " + json.dumps({{"main_mb": kb(resource.RUSAGE_SELF), "worker_mb": k
 
 
 def _write_chunk(args: tuple[str, int]) -> None:
-    from bert_tf.sample_text import generate_corpus
+    from bert_tf.text.sample_text import generate_corpus
 
     path, seed = args
     if not os.path.exists(path):
@@ -232,8 +232,8 @@ def main() -> None:
 
 
 def make_chinese_corpus(work_dir: str, size_mb: float) -> str:
-    """About `size_mb` of Chinese documents made from jieba's dictionary (bert_tf.chinese.sample_text), cached."""
-    from bert_tf.chinese.sample_text import generate_chinese_corpus
+    """About `size_mb` of Chinese documents made from jieba's dictionary (bert_tf.text.chinese.sample_text), cached."""
+    from bert_tf.text.chinese.sample_text import generate_chinese_corpus
 
     path = os.path.join(work_dir, f"chinese-{size_mb:g}mb.txt")
     if not os.path.exists(path):
@@ -267,7 +267,8 @@ def dynamic_masking_throughput(vocab: str, flags: list[str], batch_size: int = 3
     (masks drawn in tf.data) against static records of the same corpus (masks read from disk)."""
     import tensorflow as tf
 
-    from bert_tf.data import dynamic_masking, features
+    from bert_tf.records import features
+    from bert_tf.tasks.pretraining import dynamic_masking
 
     corpus = os.path.join(ROOT, "demo", "data", "corpus.txt")
     schema = features.pretraining_schema(128, 20)

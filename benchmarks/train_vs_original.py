@@ -11,7 +11,7 @@ peak resident memory.
 
 Modes:
   train    pretraining step (masked LM + next sentence + the original optimizer), float32; bert_tf
-           runs `bert_tf.training.train` (the loop `run_pretraining.py` uses) on the batches
+           runs `bert_tf.training.loop.train` (the loop `run_pretraining.py` uses) on the batches
   script   the same step through `run_pretraining.py`'s library path on the record files
            (tf.data from files, logging, the final checkpoint); compare with `train`
   infer    encoder forward, `BertModel(is_training=False)` vs `BertEncoder` in a tf.function,
@@ -67,14 +67,14 @@ VOCAB_SIZE, SEQ, PREDICTIONS = 30522, 128, 20
 
 
 def _config(name: str):
-    from bert_tf.config import BertConfig  # noqa: PLC0415 (children import TensorFlow)
+    from bert_tf.model.config import BertConfig  # noqa: PLC0415 (children import TensorFlow)
     return BertConfig(vocab_size=VOCAB_SIZE, **CONFIGS[name][0])
 
 
 def _batches(pattern: str, batch: int, count: int) -> list[dict]:
     """The first `count` batches of the records, in file order, as numpy arrays."""
     import tensorflow as tf  # noqa: PLC0415
-    from bert_tf.data import features  # noqa: PLC0415
+    from bert_tf.records import features  # noqa: PLC0415
     schema = features.pretraining_schema(SEQ, PREDICTIONS)
     files = sorted(glob.glob(pattern))
     dataset = tf.data.TFRecordDataset(files).batch(batch, drop_remainder=True)
@@ -99,7 +99,8 @@ def _original_train(args, name: str) -> float:
 def _bert_tf_train(args, name: str) -> float:
     import numpy as np  # noqa: PLC0415
     import tensorflow as tf  # noqa: PLC0415
-    from bert_tf import pretraining_task, training  # noqa: PLC0415
+    from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: PLC0415
+    from bert_tf.training import loop as training  # noqa: PLC0415
     batch = CONFIGS[name][1]
     batches = _batches(args.input_file, batch, args.batches)
     rows = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
@@ -121,7 +122,8 @@ def _bert_tf_train(args, name: str) -> float:
 
 
 def _bert_tf_script(args, name: str) -> float:
-    from bert_tf import pretraining_task, training  # noqa: PLC0415
+    from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: PLC0415
+    from bert_tf.training import loop as training  # noqa: PLC0415
     output_dir = tempfile.mkdtemp(prefix="bert_tf_bench_")
     try:
         config_file = os.path.join(output_dir, "bert_config.json")

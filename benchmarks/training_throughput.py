@@ -4,7 +4,7 @@
     python benchmarks/training_throughput.py --configs base --dtypes bfloat16 --xla on
 
 Trains the pretraining task (masked LM + next sentence, the original's optimizer) through
-`bert_tf.training.train` on one fixed random batch repeated (so the figure is the model step's,
+`bert_tf.training.loop.train` on one fixed random batch repeated (so the figure is the model step's,
 not the input pipeline's), for a warm-up window (tracing, compilation) and a measured window of
 `--steps` steps. One line per set-up:
 {"config", "batch_size", "dtype", "xla", "sequences_per_second", "model_tflops_per_second",
@@ -36,8 +36,9 @@ import numpy as np
 import tensorflow as tf
 
 import matmul_peak
-from bert_tf import pretraining_task, training
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks.pretraining import task as pretraining_task
+from bert_tf.training import loop as training
 
 CONFIGS = {  # (config, batch size)
     "base": (dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,

@@ -34,9 +34,9 @@ import os
 import posixpath
 import re
 import shutil
-from typing import IO
+from typing import IO, Sequence
 
-from bert_tf.errors import UserError
+from bert_tf.errors import MissingFileError, UnreadableFileError, UserError
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 _INSTALL_HINTS = {
@@ -189,6 +189,34 @@ def delete_tree(directory: str) -> None:
 
 
 # --------------------------------------------------------------------------- backends
+def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
+    """Comma-separated globs and directories (local or `scheme://`) -> sorted regular files; errors
+    name the pattern."""
+    if isinstance(patterns, str):
+        patterns = [p for p in patterns.split(",")]
+    files: list[str] = []
+    for pattern in (p.strip() for p in patterns):
+        if not pattern:
+            continue
+        check_path(pattern, "--input_file")
+        if isdir(pattern):
+            found = list_files(pattern)
+            if not found:
+                raise MissingFileError(f"--input_file: directory {pattern} holds no files")
+        else:
+            found = glob(pattern)
+            if not found:
+                what = "no file matches" if _glob.has_magic(pattern) else "file not found:"
+                raise MissingFileError(f"--input_file: {what} {pattern}")
+        files.extend(found)
+    if not files:
+        raise MissingFileError("--input_file: no input files given")
+    for path in files:
+        if not readable(path):
+            raise UnreadableFileError(f"--input_file: {path} is not readable (check its permissions)")
+    return files
+
+
 def _backend(path: str, flag: str | None = None):
     name = scheme(path)
     order = (_BeamFileSystems, _TensorFlowGfile) if _beam_first else (_TensorFlowGfile, _BeamFileSystems)

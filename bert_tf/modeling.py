@@ -46,7 +46,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 
 LAYER_NORM_EPSILON = 1e-12
 # Added to the attention scores of padding positions, as in the original.

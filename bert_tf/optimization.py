@@ -14,7 +14,7 @@ Order of a step, on every replica (see `_BertOptimizer._clip_gradients`):
   1. gradients are summed across replicas (tf.distribute all-reduce), once;
   2. the summed gradients are clipped to global norm `clip_norm` (1.0, as the original);
   3. each variable is updated with the rule above (one XLA-compiled pure function per variable).
-The loop therefore supplies each replica's share of the global-batch loss (see `bert_tf.losses`).
+The loop therefore supplies each replica's share of the global-batch loss (see `bert_tf.model.losses`).
 
 Weight-decay exclusion: a variable is not decayed when any of the `exclude_from_weight_decay`
 strings (default `LayerNorm`, `layer_norm`, `bias`) occurs, case-sensitively, in its Keras path

@@ -8,10 +8,10 @@ Two paths give the same tokens for every input:
   The reference's per-word steps (lower-casing, NFD, dropping combining marks, splitting
   punctuation) work character by character and never look past whitespace or a CJK ideograph,
   so the fast path does them on the whole line with C string operations over tables built from
-  Python's category table (`fast_basic.py`; tests check them on every code point); a pure-ASCII
+  Python's category table (`text/fast_basic.py`; tests check them on every code point); a pure-ASCII
   line (most lines of English) needs only `str.lower` and `str.split`. A word's tokens depend on
   the word only, so each word's pieces are memoised (worked out once, WordPiece by a matcher that
-  finds the same longest matches scanning forward: `fast_wordpiece.py`) and afterwards cost one
+  finds the same longest matches scanning forward: `text/fast_wordpiece.py`) and afterwards cost one
   dict lookup.
 
 `create_tokenizer` picks WordPiece (`--vocab_file`) or SentencePiece (`--spm_model_file`);
@@ -33,9 +33,9 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
-from bert_tf.fast_basic import (CJK_RANGES, ascii_unit_text, basic_tokens, convert_to_unicode, lines_word_text,
-                                space_word_edges, split_words)
-from bert_tf.fast_wordpiece import ForwardWordpiece, WordMemo
+from bert_tf.text.fast_basic import (CJK_RANGES, ascii_unit_text, basic_tokens, convert_to_unicode,
+                                     lines_word_text, space_word_edges, split_words)
+from bert_tf.text.fast_wordpiece import ForwardWordpiece, WordMemo
 
 # Words longer than this become [UNK], as in the original.
 MAX_CHARS_PER_WORD = 200

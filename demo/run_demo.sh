@@ -17,7 +17,7 @@ python build_vocab.py --input_file="$DATA/corpus.txt" --output_file="$OUT/vocab.
 # A tiny model whose vocabulary size is the one just built.
 python - "$OUT" <<'PY'
 import sys
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 out = sys.argv[1]
 vocab_size = sum(1 for _ in open(f"{out}/vocab.txt", encoding="utf-8"))
 BertConfig(vocab_size=vocab_size, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -42,8 +42,8 @@ python run_pretraining.py --input_file="$OUT/pretrain-*.tfrecord" --output_dir="
 step "3b. ALBERT: sentence-order records, a tiny shared-layer model pretrained with LAMB"
 python - "$OUT" <<'PY'
 import sys
-from bert_tf.albert.config import AlbertConfig
-from bert_tf.config import load_model_config
+from bert_tf.checkpoints.model_config import load_model_config
+from bert_tf.model.albert.config import AlbertConfig
 out = sys.argv[1]
 bert = load_model_config(f"{out}/bert_config.json")
 AlbertConfig(vocab_size=bert.vocab_size, embedding_size=32, hidden_size=128, num_hidden_layers=4,

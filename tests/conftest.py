@@ -6,9 +6,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-from bert_tf.config import BertConfig  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
 
-TESTDATA = os.path.join(os.path.dirname(__file__), "testdata")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/ is one level down
+TESTDATA = os.path.join(REPO, "tests", "testdata")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 
 import tensorflow as tf
 
-from bert_tf import pretraining_task
+from bert_tf.tasks.pretraining import task as pretraining_task
 
 _ORIGINALS = {"losses": pretraining_task.PretrainingTask.losses,
               "save": tf.train.CheckpointManager.save}

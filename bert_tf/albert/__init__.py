@@ -1,7 +1,0 @@
-"""ALBERT (Lan et al., 2019) on the BERT toolkit: factorised embeddings (E → H) and Transformer
-blocks shared across layers, with google-research/albert's config keys and TF1 checkpoint names.
-
-The Transformer block is `bert_tf.modeling.TransformerBlock`, and the forward pass is
-`BertEncoder.call`: ALBERT only changes which block serves which layer and what the embeddings
-layer outputs.
-"""

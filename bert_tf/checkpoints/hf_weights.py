@@ -1,0 +1,138 @@
+"""Hugging Face BERT and ALBERT directories (`config.json` + `model.safetensors`) seen through
+TF1 names (ALBERT's translation: albert/checkpoint_names.py).
+
+Hugging Face names (`bert.encoder.layer.3.attention.self.query.weight`, with or without the
+`bert.` prefix) are translated to the original's TF1 names so that checkpoints.py holds the only
+map to model variables. Linear weights are [out, in] in PyTorch and kernels [in, out] in TF1:
+they are transposed here; `[2,H]` head matrices are [out, in] in both and are not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Callable
+
+import numpy as np
+
+from bert_tf.checkpoints import albert_names
+from bert_tf.model.albert.config import AlbertConfig, albert_config_from_hf
+from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
+
+# Heads: Hugging Face name (without "bert.") → (TF1 name, transpose).
+_HEAD_NAMES = {
+    "cls.predictions.transform.dense.weight": ("cls/predictions/transform/dense/kernel", True),
+    "cls.predictions.transform.dense.bias": ("cls/predictions/transform/dense/bias", False),
+    "cls.predictions.transform.LayerNorm.weight": ("cls/predictions/transform/LayerNorm/gamma", False),
+    "cls.predictions.transform.LayerNorm.bias": ("cls/predictions/transform/LayerNorm/beta", False),
+    "cls.predictions.bias": ("cls/predictions/output_bias", False),
+    "cls.seq_relationship.weight": ("cls/seq_relationship/output_weights", False),
+    "cls.seq_relationship.bias": ("cls/seq_relationship/output_bias", False),
+    # BertForSequenceClassification and BertForTokenClassification.
+    "classifier.weight": ("output_weights", False),
+    "classifier.bias": ("output_bias", False),
+    "qa_outputs.weight": ("cls/squad/output_weights", False),
+    "qa_outputs.bias": ("cls/squad/output_bias", False),
+}
+# Buffers and tied copies that are not weights of their own.
+_NOT_WEIGHTS = re.compile(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+
+_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                "max_position_embeddings", "type_vocab_size", "initializer_range")
+
+
+def is_hf_directory(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, CONFIG_FILE)) and (
+        os.path.isfile(os.path.join(path, WEIGHTS_FILE))
+        or os.path.isfile(os.path.join(path, WEIGHTS_INDEX_FILE)))
+
+
+def tf1_name(hf_name: str) -> tuple[str | None, bool]:
+    """Translates one Hugging Face weight name.
+
+    Returns:
+      (TF1 name, transpose), or (None, False) for a name with no TF1 counterpart.
+    """
+    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+    if name in _HEAD_NAMES:
+        return _HEAD_NAMES[name]
+    parts = re.sub(r"^encoder\.layer\.(\d+)\.", r"encoder.layer_\1.", name).split(".")
+    if parts[0] not in ("embeddings", "encoder", "pooler") or len(parts) < 3:
+        return None, False
+    scope, leaf = parts[:-1], parts[-1]
+    if scope[-1] == "LayerNorm":
+        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)  # old files say gamma/beta
+        return "bert/" + "/".join(scope + [leaf]), False
+    if scope[-1].endswith("_embeddings") and leaf == "weight":
+        return "bert/" + "/".join(scope), False
+    if leaf in ("weight", "bias"):
+        return "bert/" + "/".join(scope + ["kernel" if leaf == "weight" else "bias"]), leaf == "weight"
+    return None, False
+
+
+def _weight_files(directory: str) -> list[str]:
+    index = os.path.join(directory, WEIGHTS_INDEX_FILE)
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        return [os.path.join(directory, shard) for shard in shards]
+    return [os.path.join(directory, WEIGHTS_FILE)]
+
+
+def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
+    """Lazy arrays of a Hugging Face directory under TF1 names (float32, TF1 layout).
+
+    Names with no TF1 counterpart are kept under their Hugging Face name so that a report can
+    list them as unused; buffers and tied copies (`position_ids`, `cls.predictions.decoder.*`)
+    are dropped.
+    """
+    from safetensors import safe_open  # noqa: PLC0415 (only needed for this format)
+
+    albert = isinstance(bert_config_from_hf(directory), AlbertConfig)
+    translate = albert_names.hf_tf1_name if albert else tf1_name
+    not_weights = albert_names.HF_NOT_WEIGHTS if albert else _NOT_WEIGHTS
+    arrays: dict[str, Callable[[], np.ndarray]] = {}
+    for path in _weight_files(directory):
+        handle = safe_open(path, framework="numpy")
+        for hf_name in handle.keys():
+            if not_weights.search(hf_name):
+                continue
+            name, transpose = translate(hf_name)
+
+            def load(handle=handle, hf_name=hf_name, transpose=transpose) -> np.ndarray:
+                value = handle.get_tensor(hf_name).astype(np.float32, copy=False)
+                return np.ascontiguousarray(value.T) if transpose else value
+
+            arrays[name or hf_name] = load
+    return arrays
+
+
+def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
+    """A BertConfig from a Hugging Face `config.json` (or the directory holding it).
+
+    `hidden_act` is translated so that the function is the same: Hugging Face "gelu" (erf) becomes
+    "gelu_exact", "gelu_new" (tanh) becomes "gelu".
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: Hugging Face config.json not found") from None
+    model_type = values.get("model_type", "bert")
+    if model_type == "albert":
+        return albert_config_from_hf(values, path)
+    if model_type != "bert":
+        raise ConfigError(f"{path}: model_type {model_type!r} is not BERT (nor ALBERT); only "
+                          f"their weights can be imported")
+    hidden_act = hf_hidden_act(values, path, default="gelu")
+    known = {key: values[key] for key in _CONFIG_KEYS if key in values}
+    return BertConfig.from_dict({**known, "hidden_act": hidden_act})

@@ -1,0 +1,106 @@
+"""Which config describes the model: --bert_config_file, or the one the checkpoint brings.
+
+`--bert_config_file` stays the original's flag and wins when given. Without it, the config comes
+from `--init_checkpoint`:
+
+- an original Google directory (or its `bert_model.ckpt` prefix): `bert_config.json` beside it
+  (`albert_config.json` for google-research/albert's);
+- a bert_tf run directory (or one of its `ckpt-N` prefixes): the `bert_config.json` the run wrote;
+- a Hugging Face directory: its `config.json`, translated (HF "gelu" is the erf form, our
+  "gelu_exact"; "gelu_new"/"gelu_pytorch_tanh" are our "gelu").
+
+A fine-tuning run that predicts from its own `--output_dir` finds the config that run wrote there.
+Checkpoint and config that disagree on shapes stop when the weights load
+(`checkpoints.shape_mismatch_message`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from bert_tf.checkpoints import hf_weights
+from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.albert import config as albert_config
+from bert_tf.model.config import BertConfig, read_config_json
+
+BERT_CONFIG_FILE = "bert_config.json"
+ALBERT_CONFIG_FILE = "albert_config.json"  # beside google-research/albert's checkpoints
+
+
+def load_model_config(path: str | os.PathLike) -> BertConfig:
+    """Reads a `bert_config.json` or an ALBERT `albert_config.json`: the one place that decides.
+
+    Returns:
+      an `AlbertConfig` (a BertConfig subclass) when the file has ALBERT keys (`embedding_size`,
+      `num_hidden_groups`, ...), else a BertConfig.
+    """
+    values = read_config_json(path)
+    cls = albert_config.AlbertConfig if albert_config.is_albert_dict(values) else BertConfig
+    return cls._from_file_values(values, path)
+
+
+def load_config_file(path: str) -> BertConfig:
+    """A model config JSON in bert_config.json's layout: BERT, or ALBERT by its keys."""
+    return load_model_config(path)
+
+
+def translate_hf_config(path: str) -> BertConfig:
+    """A Hugging Face config.json (or its directory) as our config (the one place to dispatch on
+    its model_type)."""
+    return hf_weights.bert_config_from_hf(path)
+
+
+def _checkpoint_directory(init_checkpoint: str) -> str:
+    """The directory of a checkpoint given as a directory, a prefix or one of its files."""
+    path = re.sub(r"\.(index|meta|data-\d{5}-of-\d{5})$", "", os.fspath(init_checkpoint))
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def config_source(bert_config_file: str | None, init_checkpoint: str | None = None,
+                  output_dir: str | None = None) -> str:
+    """The file that describes the model, in the order of the module docstring.
+
+    Raises:
+      MissingFileError: no --bert_config_file and no config beside the checkpoint.
+    """
+    if bert_config_file:
+        return bert_config_file
+    for directory in (_checkpoint_directory(init_checkpoint) if init_checkpoint else None,
+                      output_dir):
+        if not directory:
+            continue
+        for name in (BERT_CONFIG_FILE, ALBERT_CONFIG_FILE, hf_weights.CONFIG_FILE):
+            if os.path.isfile(os.path.join(directory, name)):
+                return os.path.join(directory, name)
+    where = f" ({init_checkpoint} has neither bert_config.json nor config.json)" \
+        if init_checkpoint else ""
+    raise MissingFileError(f"--bert_config_file is required unless --init_checkpoint is a "
+                           f"directory or prefix with bert_config.json (Google, bert_tf) or "
+                           f"config.json (Hugging Face) beside it{where}")
+
+
+def resolve_model_config(bert_config_file: str | None, init_checkpoint: str | None = None,
+                         output_dir: str | None = None, max_seq_length: int | None = None
+                         ) -> BertConfig:
+    """The model's config from --bert_config_file or what --init_checkpoint brings.
+
+    Args:
+      bert_config_file: the flag's value; None to take the checkpoint's config.
+      init_checkpoint: a checkpoint directory or prefix, a bert_tf run or a Hugging Face directory.
+      output_dir: the run's own directory, last resort (a config written by an earlier run).
+      max_seq_length: when given, the config must hold sequences this long.
+
+    Raises:
+      MissingFileError: no config found; ConfigError: the config found is not valid;
+      UserError: max_seq_length is longer than max_position_embeddings.
+    """
+    path = config_source(bert_config_file, init_checkpoint, output_dir)
+    if os.path.basename(path) == hf_weights.CONFIG_FILE and not bert_config_file:
+        config = translate_hf_config(path)
+    else:
+        config = load_config_file(path)
+    if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
+        raise UserError(f"--max_seq_length={max_seq_length} is longer than the model's "
+                        f"max_position_embeddings={config.max_position_embeddings} ({path})")
+    return config

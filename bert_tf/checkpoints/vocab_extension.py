@@ -1,0 +1,167 @@
+"""Adds tokens to a checkpoint's vocabulary.
+
+Two ways, as users of the original are told to do by hand:
+  unused  new tokens take the places of `[unusedN]` entries in vocab.txt, in id order; the
+          checkpoint and vocab_size stay as they are (those rows were never trained on text).
+  append  new tokens go to the end of vocab.txt; the word-embedding table [V,H] and the masked-LM
+          `cls/predictions/output_bias` [V] grow by one row per token: embeddings drawn like the
+          original's initialisation (truncated normal, stddev initializer_range), bias 0.
+The result — vocab.txt, bert_config.json and bert_model.ckpt in the original TF1 layout — is
+written into a new output directory atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import keras
+import numpy as np
+from absl import logging
+
+from bert_tf import tokenization
+from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
+                                       write_tf1_checkpoint)
+from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.config import BertConfig
+
+MODES = ("unused", "append")
+WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
+MLM_OUTPUT_BIAS = "cls/predictions/output_bias"
+_UNUSED = re.compile(r"^\[unused\d+\]$")
+
+
+@dataclasses.dataclass
+class VocabExtension:
+    """What `extend_vocabulary` did: the new token ids, the tokens skipped, the new vocab size."""
+
+    mode: str
+    added: dict[str, int]
+    already_present: list[str]
+    vocab_size: int
+
+
+def read_vocab_lines(vocab_file: str | os.PathLike) -> list[str]:
+    """vocab.txt as a list (id = index), decoded and stripped as tokenization.load_vocab does."""
+    try:
+        with open(vocab_file, "rb") as f:
+            lines = [tokenization.convert_to_unicode(raw).strip() for raw in f]
+    except FileNotFoundError:
+        raise MissingFileError(
+            f"{vocab_file}: vocabulary file not found (check --vocab_file)") from None
+    if len(set(lines)) != len(lines):
+        raise UserError(f"{vocab_file}: the vocabulary repeats a token, so its ids and lines disagree")
+    return lines
+
+
+def check_new_tokens(tokens: list[str], vocab: list[str],
+                     do_lower_case: bool) -> tuple[list[str], list[str]]:
+    """Splits the requested tokens into (new, already present), rejecting impossible ones.
+
+    A token the basic tokenizer would split or change (spaces, punctuation, upper case with
+    do_lower_case) can never be produced whole from text: that is an error, not a silent no-op.
+    A `##piece` continuation is checked without its `##`.
+    """
+    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    known, new, present = set(vocab), [], []
+    for token in dict.fromkeys(tokens):  # keeps the order, drops repeats
+        word = token[2:] if token.startswith("##") else token
+        if not word or basic.tokenize(word) != [word]:
+            raise UserError(
+                f"token {token!r} can never be produced by the tokenizer (do_lower_case="
+                f"{do_lower_case}); it would be split or changed into {basic.tokenize(word)}")
+        (present if token in known else new).append(token)
+    return new, present
+
+
+def _checkpoint_arrays(path: str, config: BertConfig) -> dict[str, np.ndarray]:
+    """Every weight of a checkpoint under its TF1 name (optimizer state left out)."""
+    kind, location = resolve_checkpoint(path)
+    if kind == KIND_BERT_TF:  # names come from a model: load one with both pretraining heads
+        from bert_tf.model import models  # noqa: PLC0415 (only this kind needs a model)
+        model = models.pretraining_model(config)
+        report = checkpoints.init_from_checkpoint(model, location)
+        loaded = set(report.loaded)
+        return {m.name: m.variable.numpy() for m in checkpoints.model_mappings(model)
+                if m.name in loaded}
+    arrays, _ = read_arrays(kind, location)
+    return {name: np.asarray(load()) for name, load in arrays.items()}
+
+
+def extend_vocabulary(init_checkpoint: str, vocab_file: str, config: BertConfig, new_tokens: list[str],
+                      output_dir: str, mode: str = "unused", do_lower_case: bool = True,
+                      seed: int = 12345) -> VocabExtension:
+    """Adds `new_tokens` to a checkpoint's vocabulary and writes the result to `output_dir`.
+
+    Args:
+      init_checkpoint: any checkpoint init_from_checkpoint accepts.
+      vocab_file: its vocab.txt.
+      config: its bert_config.json.
+      new_tokens: tokens to add; ones already in the vocabulary are skipped.
+      output_dir: receives vocab.txt, bert_config.json and bert_model.ckpt.*; must not be the
+        checkpoint's own directory.
+      mode: "unused" (reuse `[unusedN]` slots) or "append" (grow the tables).
+      do_lower_case: how the vocabulary is used; tokens the tokenizer could not produce are refused.
+      seed: for the new embedding rows.
+
+    Returns:
+      What was added where.
+    """
+    if mode not in MODES:
+        raise UserError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    vocab = read_vocab_lines(vocab_file)
+    if len(vocab) > config.vocab_size or (mode == "append" and len(vocab) != config.vocab_size):
+        raise UserError(f"{vocab_file} has {len(vocab)} tokens but vocab_size is {config.vocab_size}: "
+                         f"vocab.txt and bert_config.json do not belong together")
+    _refuse_source_directory(init_checkpoint, output_dir)
+    new, present = check_new_tokens(new_tokens, vocab, do_lower_case)
+    if present:
+        logging.warning("already in %s, skipped: %s", vocab_file, " ".join(present))
+    arrays = _checkpoint_arrays(init_checkpoint, config)
+    if mode == "unused":
+        vocab, added = _fill_unused_slots(vocab, new, vocab_file)
+    else:
+        vocab, added = vocab + new, {token: len(vocab) + i for i, token in enumerate(new)}
+        arrays.update(_grown_tables(arrays, len(new), config.initializer_range, seed))
+        config = config.replace(vocab_size=len(vocab))
+    write_tf1_checkpoint(arrays, os.path.join(output_dir, "bert_model.ckpt"),
+                         {"vocab.txt": "".join(t + "\n" for t in vocab),
+                          "bert_config.json": config.to_json_string()})
+    logging.info("added %d tokens (%s) to %s; vocab_size %d", len(added), mode, output_dir, len(vocab))
+    return VocabExtension(mode, added, present, config.vocab_size)
+
+
+def _fill_unused_slots(vocab: list[str], new: list[str],
+                       vocab_file: str) -> tuple[list[str], dict[str, int]]:
+    slots = [i for i, token in enumerate(vocab) if _UNUSED.match(token)]
+    if len(new) > len(slots):
+        raise UserError(f"{vocab_file} has {len(slots)} [unusedN] slots for {len(new)} new tokens; "
+                         f"use mode 'append' to grow the vocabulary instead")
+    vocab = list(vocab)
+    for slot, token in zip(slots, new):
+        vocab[slot] = token
+    return vocab, dict(zip(new, slots))
+
+
+def _grown_tables(arrays: dict[str, np.ndarray], count: int, stddev: float,
+                  seed: int) -> dict[str, np.ndarray]:
+    """The word embeddings (and MLM output bias, when present) with `count` new rows."""
+    if WORD_EMBEDDINGS not in arrays:
+        raise UserError(f"the checkpoint has no {WORD_EMBEDDINGS}; is it a BERT checkpoint?")
+    table = arrays[WORD_EMBEDDINGS]
+    rows = keras.initializers.TruncatedNormal(stddev=stddev, seed=seed)((count, table.shape[1]))
+    grown = {WORD_EMBEDDINGS: np.concatenate([table, np.asarray(rows, table.dtype)])}
+    if MLM_OUTPUT_BIAS in arrays:
+        bias = arrays[MLM_OUTPUT_BIAS]
+        grown[MLM_OUTPUT_BIAS] = np.concatenate([bias, np.zeros(count, bias.dtype)])
+    return grown
+
+
+def _refuse_source_directory(init_checkpoint: str, output_dir: str) -> None:
+    kind, location = resolve_checkpoint(init_checkpoint)
+    source = location if kind == KIND_HF else os.path.dirname(location) or "."
+    if os.path.exists(output_dir) and os.path.samefile(source, output_dir):
+        raise UserError(f"--output_dir {output_dir} is the checkpoint's own directory; "
+                         f"write the extended checkpoint somewhere else")

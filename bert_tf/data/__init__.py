@@ -1,1 +1,0 @@
-"""Data: TFRecord schemas, tf.data pipelines and per-task example builders."""

@@ -1,1 +1,0 @@
-"""Evaluation metrics: pure functions over numpy arrays and Python values."""

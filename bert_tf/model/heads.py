@@ -1,0 +1,122 @@
+"""Task heads on top of `BertEncoder` outputs; every head returns float32 logits.
+
+Variables by attribute path (original TF1 names on the right; kernels [in,out], `output_weights`
+[out,in] as in the original):
+
+  masked_lm.transform.{kernel,bias}        [H,H],[H]  cls/predictions/transform/dense/*
+  masked_lm.layer_norm.{gamma,beta}        [H]        cls/predictions/transform/LayerNorm/*
+  (ALBERT: [H,E],[E] and [E], E = embedding_size, the width of its tied table)
+  masked_lm.output_bias                    [V]        cls/predictions/output_bias
+  (the [V,H] output matrix is the encoder's word-embedding table, passed in at call time, so
+  checkpoints store it once, under the encoder)
+  next_sentence.output_weights, .output_bias  [2,H],[2]  cls/seq_relationship/*
+  classifier.output_weights, .output_bias  [num_labels,H],[num_labels]  output_weights, output_bias
+  span.output_weights, .output_bias        [2,H],[2]  cls/squad/*
+  token_classifier.output_weights, .output_bias  [num_labels,H],[num_labels]  (not in the original)
+
+The heads do not autocast their own variables: biases and small weight matrices stay float32;
+only the masked-LM transform and vocabulary matmul run in the compute dtype.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_tf.model.config import BertConfig
+from bert_tf.modeling import Dense, LayerNorm, get_activation
+
+# The original's classifier and SQuAD heads use this stddev and dropout whatever the config says.
+FINE_TUNING_INITIALIZER_RANGE = 0.02
+CLASSIFIER_DROPOUT = 0.1
+
+
+class MaskedLM(keras.layers.Layer):
+    """Transforms the encoder's rows at the masked positions and scores them against the tied
+    table."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+        # H → H for BERT; H → E for ALBERT, whose tied table is E wide.
+        h, e = config.hidden_size, config.embedding_width
+        self.transform = Dense(config, e, h, activation=get_activation(config.hidden_act),
+                               name="transform", dtype=self.dtype_policy)
+        self.layer_norm = LayerNorm(e, name="layer_norm", dtype=self.dtype_policy)
+        self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
+                                           name="output_bias")
+        self.built = True
+
+    def call(self, masked_rows: tf.Tensor, embedding_table) -> tf.Tensor:
+        """Args:
+          masked_rows: [B,P,H], the encoder's output at the positions to predict (see
+            `BertEncoder`'s `output_positions`).
+          embedding_table: the encoder's word-embedding variable [V,H] (tied, not copied).
+
+        Returns:
+          float32 logits [B,P,V].
+        """
+        x = self.layer_norm(self.transform(masked_rows))  # [B,P,H], compute dtype
+        table = tf.cast(embedding_table, x.dtype)  # [V,H]
+        logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), table, transpose_b=True)  # [B*P,V]
+        logits = tf.cast(logits, tf.float32) + self.output_bias
+        shape = tf.shape(masked_rows)
+        return tf.reshape(logits, [shape[0], shape[1], -1])  # [B,P,V]
+
+
+class _OutputWeights(keras.layers.Layer):
+    """float32 `output_weights` [out,in] and `output_bias` [out], applied as x @ Wᵀ + b."""
+
+    def __init__(self, hidden_size: int, num_outputs: int, stddev: float, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+        self.output_weights = self.add_weight(
+            shape=(num_outputs, hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=stddev), name="output_weights")
+        self.output_bias = self.add_weight(shape=(num_outputs,), initializer="zeros",
+                                           name="output_bias")
+        self.built = True
+
+    def _logits(self, x: tf.Tensor) -> tf.Tensor:
+        """x [..., H] → float32 [..., out]."""
+        shape = tf.shape(x)
+        x = tf.reshape(tf.cast(x, tf.float32), [-1, x.shape[-1]])  # [M,H]
+        logits = tf.matmul(x, self.output_weights, transpose_b=True) + self.output_bias  # [M,out]
+        return tf.reshape(logits, tf.concat([shape[:-1], [-1]], 0))
+
+
+class NextSentence(_OutputWeights):
+    """pooled_output [B,H] → float32 logits [B,2] (0 = actual next, 1 = random)."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(config.hidden_size, 2, config.initializer_range, **kwargs)
+
+    def call(self, pooled_output: tf.Tensor) -> tf.Tensor:
+        return self._logits(pooled_output)
+
+
+class Classifier(_OutputWeights):
+    """dropout 0.1 on pooled_output [B,H] → float32 logits [B,num_labels]."""
+
+    def __init__(self, config: BertConfig, num_labels: int, **kwargs):
+        super().__init__(config.hidden_size, num_labels, FINE_TUNING_INITIALIZER_RANGE, **kwargs)
+        self.dropout = keras.layers.Dropout(CLASSIFIER_DROPOUT, dtype=self.dtype_policy)
+
+    def call(self, pooled_output: tf.Tensor, training=False) -> tf.Tensor:
+        return self._logits(self.dropout(pooled_output, training=training))
+
+
+class Span(_OutputWeights):
+    """sequence_output [B,S,H] → float32 (start_logits [B,S], end_logits [B,S])."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(config.hidden_size, 2, FINE_TUNING_INITIALIZER_RANGE, **kwargs)
+
+    def call(self, sequence_output: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        logits = self._logits(sequence_output)  # [B,S,2]
+        return logits[..., 0], logits[..., 1]
+
+
+class TokenClassifier(Classifier):
+    """dropout 0.1 on sequence_output [B,S,H] → float32 logits [B,S,num_labels] (e.g. NER).
+
+    The classifier head applied to every token (its matmul takes any leading shape).
+    """

@@ -1,0 +1,128 @@
+"""Encoder + head models. Each is a keras.Model with an `.encoder` (a `BertEncoder`, or its
+subclass `AlbertEncoder` for an ALBERT config), called with
+the features dict (int32 `input_ids, input_mask, segment_ids` [B,S], plus `masked_lm_positions`
+[B,P] for pretraining) and returning a dict of float32 logits.
+
+All variables exist as soon as a model is constructed; `tf.train.Checkpoint(model=m)` tracks
+them by the attribute paths documented in `modeling` and `heads`.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bert_tf import modeling
+from bert_tf.model import heads
+from bert_tf.model.albert.modeling import build_encoder
+from bert_tf.model.config import BertConfig
+
+
+class _EncoderModel(keras.Model):
+    """A keras.Model owning `self.encoder`; subclasses add one head."""
+
+    def __init__(self, config: BertConfig, dtype=None, **kwargs):
+        super().__init__(dtype=dtype, **kwargs)
+        self.config = config
+        self.encoder = build_encoder(config, dtype=self.dtype_policy)
+
+    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
+        """A zero batch of the features dict, for building or tracing."""
+        return self.encoder.dummy_inputs(batch_size, seq_length)
+
+
+class PretrainingModel(_EncoderModel):
+    """Masked LM (tied to the word embeddings) + next-sentence prediction."""
+
+    def __init__(self, config: BertConfig, dtype=None, name: str = "pretraining_model", **kwargs):
+        super().__init__(config, dtype=dtype, name=name, **kwargs)
+        policy = self.dtype_policy
+        self.masked_lm = heads.MaskedLM(config, name="masked_lm", dtype=policy)
+        self.next_sentence = heads.NextSentence(config, name="next_sentence", dtype=policy)
+        self.built = True
+
+    def call(self, features: dict, training=False) -> dict:
+        """→ `masked_lm_logits` [B,P,V], `next_sentence_logits` [B,2] (float32)."""
+        # The last layer runs only where the heads read: [CLS] and the masked positions.
+        outputs = self.encoder(features, training=training,
+                               output_positions=features["masked_lm_positions"])
+        return {
+            "masked_lm_logits": self.masked_lm(outputs["selected_output"],
+                                               embedding_table=self.encoder.embedding_table),
+            "next_sentence_logits": self.next_sentence(outputs["pooled_output"]),
+        }
+
+    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
+        features = super().dummy_inputs(batch_size, seq_length)
+        features["masked_lm_positions"] = tf.zeros([batch_size, 1], tf.int32)
+        return features
+
+
+class ClassifierModel(_EncoderModel):
+    """Sentence (pair) classification on the pooled output."""
+
+    def __init__(self, config: BertConfig, num_labels: int, dtype=None,
+                 name: str = "classifier_model", **kwargs):
+        super().__init__(config, dtype=dtype, name=name, **kwargs)
+        self.classifier = heads.Classifier(config, num_labels, name="classifier",
+                                           dtype=self.dtype_policy)
+        self.built = True
+
+    def call(self, features: dict, training=False) -> dict:
+        """→ `logits` [B,num_labels] (float32)."""
+        # The head reads [CLS] only: the last layer computes no other position past its keys.
+        no_positions = tf.zeros([tf.shape(features["input_ids"])[0], 0], tf.int32)  # [B,0]
+        pooled = self.encoder(features, training=training,
+                              output_positions=no_positions)["pooled_output"]
+        return {"logits": self.classifier(pooled, training=training)}
+
+
+class SpanModel(_EncoderModel):
+    """Extractive question answering (SQuAD): start and end logits for every token."""
+
+    def __init__(self, config: BertConfig, dtype=None, name: str = "span_model", **kwargs):
+        super().__init__(config, dtype=dtype, name=name, **kwargs)
+        self.span = heads.Span(config, name="span", dtype=self.dtype_policy)
+        self.built = True
+
+    def call(self, features: dict, training=False) -> dict:
+        """→ `start_logits` [B,S], `end_logits` [B,S] (float32)."""
+        # The original's span loss is a softmax over every position, padding included, so the
+        # padding positions are computed as the original computes them (attention still stops
+        # at the longest window: the keys past it weigh exactly 0).
+        with modeling.keep_padding(static_shapes=False):
+            sequence = self.encoder(features, training=training)["sequence_output"]
+        start_logits, end_logits = self.span(sequence)
+        return {"start_logits": start_logits, "end_logits": end_logits}
+
+
+class TokenClassifierModel(_EncoderModel):
+    """Per-token classification (NER tagging)."""
+
+    def __init__(self, config: BertConfig, num_labels: int, dtype=None,
+                 name: str = "token_classifier_model", **kwargs):
+        super().__init__(config, dtype=dtype, name=name, **kwargs)
+        self.token_classifier = heads.TokenClassifier(config, num_labels, name="token_classifier",
+                                                      dtype=self.dtype_policy)
+        self.built = True
+
+    def call(self, features: dict, training=False) -> dict:
+        """→ `logits` [B,S,num_labels] (float32)."""
+        sequence = self.encoder(features, training=training)["sequence_output"]
+        return {"logits": self.token_classifier(sequence, training=training)}
+
+
+def pretraining_model(config: BertConfig, dtype=None) -> PretrainingModel:
+    return PretrainingModel(config, dtype=dtype)
+
+
+def classifier_model(config: BertConfig, num_labels: int, dtype=None) -> ClassifierModel:
+    return ClassifierModel(config, num_labels, dtype=dtype)
+
+
+def span_model(config: BertConfig, dtype=None) -> SpanModel:
+    return SpanModel(config, dtype=dtype)
+
+
+def token_classifier_model(config: BertConfig, num_labels: int, dtype=None) -> TokenClassifierModel:
+    return TokenClassifierModel(config, num_labels, dtype=dtype)

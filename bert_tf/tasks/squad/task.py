@@ -1,0 +1,295 @@
+"""SQuAD v1.1 / v2.0 fine-tuning, prediction and evaluation: what `run_squad.py` runs.
+
+`run_squad(options, run_config, strategy)` caches each SQuAD file's windows as TFRecords in the
+output directory, fine-tunes the span model through the shared loop (`bert_tf.training.loop`), and
+predicts. It writes the original's outputs, plus the official evaluation when the predict file
+has answers:
+
+  predictions.json        {question id: answer text} ("" = no answer, v2.0)
+  nbest_predictions.json  {question id: [{text, probability, start_logit, end_logit}, ...]}
+  null_odds.json          v2.0: {question id: null score − best non-null score}
+  eval_results.txt/.json  exact_match and f1 (v1.1); exact, f1, HasAns_*, NoAns_*, best_exact,
+                          best_f1 and their thresholds (v2.0); null_score_diff_threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model import losses, models
+from bert_tf.model.config import BertConfig
+from bert_tf.records import datasets
+from bert_tf.records import features as record_schemas
+from bert_tf.tasks.squad import (examples as squad, postprocess as squad_postprocess,
+                                 records as squad_records)
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.text.chinese import conversion
+from bert_tf.training import finetuning, log as training_log, loop as training
+
+AUTO_THRESHOLD = "auto"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadOptions(finetuning.FinetuningOptions):
+    """SQuAD's options: the shared ones plus run_squad.py's own flags (its defaults).
+
+    `null_score_diff_threshold` is a float or "auto" (v2.0: use the threshold that maximises F1
+    on the predict file, which must have answers). Prediction evaluates when the predict file
+    has answers (there is no separate --do_eval).
+    """
+
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    version_2_with_negative: bool = False
+    train_file: str | None = None
+    predict_file: str | None = None
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    null_score_diff_threshold: float | str = 0.0
+
+    @property
+    def features(self) -> squad_records.FeatureSettings:
+        """What shapes the windows (and keys the cached records)."""
+        return squad_records.FeatureSettings(
+            max_seq_length=self.max_seq_length, doc_stride=self.doc_stride,
+            max_query_length=self.max_query_length, do_lower_case=self.do_lower_case,
+            version_2_with_negative=self.version_2_with_negative,
+            chinese_conversion=self.chinese_conversion)
+
+
+def parse_threshold(value: str) -> float | str:
+    """--null_score_diff_threshold: a number, or "auto"."""
+    if value.strip().lower() == AUTO_THRESHOLD:
+        return AUTO_THRESHOLD
+    try:
+        return float(value)
+    except ValueError:
+        raise UserError("--null_score_diff_threshold must be a number or auto, "
+                         f"got {value!r}") from None
+
+
+class SpanTask(finetuning.EncoderTask):
+    """Start/end logits over every token; loss = (start CE + end CE) / 2, mean over windows.
+
+    Features: int32 `input_ids, input_mask, segment_ids` [B,S], `unique_ids` [B,1] and in
+    training `start_positions, end_positions` [B,1].
+    """
+
+    def __init__(self, bert_config: BertConfig):
+        self.bert_config = bert_config
+
+    def build_model(self) -> keras.Model:
+        # The head never reads the pooled output: the loop leaves the pooler, which gets no
+        # gradient, as loaded (as the original's optimizer does).
+        return models.span_model(self.bert_config)
+
+    def loss_normalizers(self, features):
+        return {"span": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def losses(self, features, outputs):
+        parts = losses.span_loss(outputs["start_logits"], outputs["end_logits"],
+                                 features["start_positions"], features["end_positions"])
+        return {"span": parts.total}
+
+    def metrics(self, features, outputs):
+        correct = []
+        for side in ("start", "end"):
+            predicted = tf.argmax(outputs[f"{side}_logits"], axis=-1, output_type=tf.int32)
+            labels = tf.reshape(features[f"{side}_positions"], [-1])
+            correct.append(tf.cast(tf.equal(predicted, labels), tf.float32))
+        both = correct[0] * correct[1]  # [B]
+        return {"span_accuracy": (tf.reduce_sum(both), tf.cast(tf.size(both), tf.float32))}
+
+    def predictions(self, features, outputs):
+        return {"unique_ids": tf.reshape(features["unique_ids"], [-1]),
+                "start_logits": tf.cast(outputs["start_logits"], tf.float32),
+                "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
+
+
+def train_input_fn(cached: squad_records.CachedRecords, max_seq_length: int, seed: int):
+    """Shuffled, repeated, full batches of training windows (deterministic for a seed)."""
+    schema = record_schemas.squad_schema(max_seq_length, is_training=True)
+
+    def input_fn(context, batch_size: int) -> tf.data.Dataset:
+        return datasets.record_dataset(cached.path, schema, batch_size, is_training=True,
+                                       input_context=context, seed=seed,
+                                       shuffle_buffer=max(1, min(cached.num_features, 1 << 17)))
+    return input_fn
+
+
+def predict_input_fn(cached: squad_records.CachedRecords, max_seq_length: int):
+    """Windows in file order, padded with `unique_ids = -1` rows to whole global batches."""
+    schema = record_schemas.squad_schema(max_seq_length, is_training=False)
+    padding = schema.encode({"unique_ids": [-1],
+                             **{k: np.zeros(max_seq_length) for k in finetuning.MODEL_INPUTS}})
+
+    def input_fn(context, batch_size: int) -> tf.data.Dataset:
+        global_batch = batch_size * (context.num_replicas_in_sync if context else 1)
+        dataset = tf.data.TFRecordDataset(cached.path).concatenate(
+            tf.data.Dataset.from_tensors(padding).repeat(-cached.num_features % global_batch))
+        if context and context.num_input_pipelines > 1:
+            dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+        dataset = dataset.batch(batch_size, drop_remainder=True)
+        dataset = dataset.map(schema.parse_fn(), num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    return input_fn
+
+
+def _check(options: SquadOptions) -> None:
+    if not (options.do_train or options.do_predict):
+        raise UserError("nothing to do: set --do_train and/or --do_predict")
+    if options.do_train and not options.train_file:
+        raise UserError("--do_train needs --train_file")
+    if options.do_predict and not options.predict_file:
+        raise UserError("--do_predict needs --predict_file")
+    for flag, path, needed in (("train_file", options.train_file, options.do_train),
+                               ("predict_file", options.predict_file, options.do_predict)):
+        if needed and "://" not in path and not os.path.isfile(path):
+            raise MissingFileError(f"{path}: SQuAD file not found (check --{flag})")
+    if options.max_seq_length <= options.max_query_length + 3:
+        raise UserError(f"--max_seq_length={options.max_seq_length} must be greater than "
+                         f"--max_query_length + 3 = {options.max_query_length + 3}")
+    if options.null_score_diff_threshold == AUTO_THRESHOLD and not options.version_2_with_negative:
+        raise UserError("--null_score_diff_threshold=auto needs --version_2_with_negative")
+
+
+def run_squad(options: SquadOptions, run_config: training.RunConfig,
+              strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
+    """Trains and/or predicts (and evaluates), as `options` asks.
+
+    Args:
+      options: the SQuAD options.
+      run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from the
+        number of training questions, num_train_epochs and warmup_proportion.
+      strategy: from `bert_tf.training.distribution`; None picks the default.
+
+    Returns:
+      {"train": loop figures, "train_counts", "predict_counts": read/feature counts,
+       "eval": the metrics (when the predict file has answers), "files": {name: path}}.
+    """
+    _check(options)
+    if options.chinese_conversion != "none":
+        convert = conversion.make_length_preserving_converter(options.chinese_conversion)
+        for path in (options.train_file if options.do_train else None,
+                     options.predict_file if options.do_predict else None):
+            if path:
+                squad.check_conversion_keeps_offsets(path, convert)
+    task = SpanTask(options.load_bert_config(run_config))
+    tokenizer = options.create_tokenizer(run_config.init_checkpoint)
+    out: dict[str, Any] = {}
+    if options.do_train:
+        cached = squad_records.cached_records(options.train_file, run_config.output_dir, True,
+                                              tokenizer, options.tokenizer_files,
+                                              options.features, run_config.seed)
+        out["train_counts"] = cached.counts
+        run_config = finetuning.epochs_run_config(run_config, options, cached.num_examples,
+                                                  "training questions")
+        input_fn = train_input_fn(cached, options.max_seq_length, run_config.seed)
+        out["train"] = training.train(task, run_config, input_fn, strategy)
+    if options.do_predict:
+        cached = squad_records.cached_records(options.predict_file, run_config.output_dir, False,
+                                              tokenizer, options.tokenizer_files,
+                                              options.features)
+        out["predict_counts"] = cached.counts
+        out.update(_predict(options, task, run_config, strategy, cached, tokenizer))
+    log_summary(out)
+    return out
+
+
+def predict_logits(task: SpanTask, run_config: training.RunConfig,
+                   strategy: tf.distribute.Strategy | None, cached: squad_records.CachedRecords,
+                   max_seq_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end logits of every window, float32 [N, S] each, in file order."""
+    input_fn = predict_input_fn(cached, max_seq_length)
+    rows = [r for r in training.predict(task, run_config, input_fn, strategy)
+            if r["unique_ids"] >= 0]
+    ids = np.array([r["unique_ids"] for r in rows])
+    if not np.array_equal(ids, np.arange(cached.num_features)):
+        raise RuntimeError(f"predictions came back for windows {ids[:5]}..., expected "
+                           f"0..{cached.num_features - 1} in order")
+    return np.stack([r["start_logits"] for r in rows]), np.stack([r["end_logits"] for r in rows])
+
+
+def _predict(options: SquadOptions, task: SpanTask, run_config: training.RunConfig, strategy,
+             cached: squad_records.CachedRecords, tokenizer) -> dict[str, Any]:
+    v2 = options.version_2_with_negative
+    examples, _ = squad.read_squad_examples(options.predict_file, False, v2)
+    start_logits, end_logits = predict_logits(task, run_config, strategy, cached,
+                                              options.max_seq_length)
+    predictions = squad_postprocess.compute_predictions(
+        examples, squad_records.load_metadata(cached), start_logits, end_logits, tokenizer,
+        options.n_best_size, options.max_answer_length, options.do_lower_case, v2,
+        options.verbose_logging)
+    dataset = squad.load_squad_json(options.predict_file)
+    gold = squad_metrics.has_gold_answers(dataset)
+    threshold = options.null_score_diff_threshold
+    if threshold == AUTO_THRESHOLD:
+        if not gold:
+            raise UserError("--null_score_diff_threshold=auto needs answers in "
+                             f"{options.predict_file}")
+        threshold = best_threshold(dataset, predictions)
+        logging.info("null_score_diff_threshold=auto: %.4f maximises F1 on %s", threshold,
+                     options.predict_file)
+    threshold = float(threshold)
+    files = squad_postprocess.write_predictions(run_config.output_dir, predictions, threshold)
+    out: dict[str, Any] = {"files": files}
+    if gold:
+        out["eval"] = evaluate(dataset, predictions, threshold, v2)
+        write_eval_results(run_config.output_dir, out["eval"])
+        files["eval_results"] = os.path.join(run_config.output_dir, "eval_results.txt")
+    return out
+
+
+def best_threshold(dataset: list, predictions: squad_postprocess.SquadPredictions) -> float:
+    """The null-odds threshold that maximises F1 when every question is first given its best
+    non-null answer (so the search sees every possible choice)."""
+    results = squad_metrics.evaluate_v2(dataset, predictions.best_non_null, predictions.null_odds)
+    return float(results["best_f1_thresh"])
+
+
+def evaluate(dataset: list, predictions: squad_postprocess.SquadPredictions, threshold: float,
+             version_2_with_negative: bool) -> dict[str, float]:
+    """The official metrics of the predictions made with `threshold`."""
+    answers = predictions.answers(threshold)
+    if not version_2_with_negative:
+        return squad_metrics.evaluate_v1(dataset, answers)
+    # Counting as "no answer" exactly the questions the threshold answered with "" makes the
+    # scores those of predictions.json (the official script's default 1.0 agrees for t <= 1).
+    results = squad_metrics.evaluate_v2(dataset, answers, predictions.null_odds,
+                                        null_prob_threshold=threshold)
+    return {**results, "null_score_diff_threshold": threshold}
+
+
+def write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:
+    """eval_results.txt (`key = value` lines, sorted, as the original) and eval_results.json."""
+    training_log.write_eval_results(os.path.join(output_dir, "eval_results.txt"), results)
+    squad_postprocess.write_json_atomic(os.path.join(output_dir, "eval_results.json"),
+                                        dict(results))
+
+
+_SUMMARY = ("%s: %d questions (%d impossible), %d windows; skipped %d questions whose answer is "
+            "not at its offset and %d without answers; %d questions truncated, %d contexts in "
+            "several windows, %d training windows without the answer")
+
+
+def log_summary(out: Mapping[str, Any]) -> None:
+    """Logs the counts of kept and skipped questions and of windows, then the metrics."""
+    for name in ("train", "predict"):
+        counts = out.get(f"{name}_counts")
+        if counts:
+            logging.info(_SUMMARY, name, counts["questions"], counts["impossible"],
+                         counts["features"], counts["skipped_answer_mismatch"],
+                         counts["skipped_no_answer"], counts["queries_truncated"],
+                         counts["long_contexts"], counts["answers_outside_window"])
+    for key, value in sorted(out.get("eval", {}).items()):
+        logging.info("  %s = %s", key, value)

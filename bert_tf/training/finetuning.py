@@ -1,0 +1,155 @@
+"""What the fine-tuning tasks (classifier, SQuAD, NER) share, so that each states only its own part.
+
+- `FinetuningOptions`: the options every fine-tuning script has (the flags of
+  `training_flags.define_model_flags` and `define_finetuning_flags`); each task's options
+  dataclass extends it. Run options (batch sizes, learning rate, ...) live in `training.RunConfig`.
+- `EncoderTask`: a `training.Task` whose model reads the encoder's three inputs only.
+- `epochs_run_config`: the original's count of updates from examples, batch size and epochs, with
+  its warm-up proportion.
+- `write_lines`, `write_label_list`, `write_results`: atomic text outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Iterable, Mapping, Sequence
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import tokenization
+from bert_tf.checkpoints import model_config
+from bert_tf.errors import UserError
+from bert_tf.model.config import BertConfig
+from bert_tf.records import datasets
+from bert_tf.training import log as training_log, loop as training
+
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
+LABEL_LIST_FILE = "label_list.txt"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FinetuningOptions:
+    """The options every fine-tuning run shares, with the original's defaults.
+
+    Attributes mirror the flags of the same names; `vocab_file` (WordPiece) or `spm_model_file`
+    (SentencePiece) gives the tokenizer. `dynamic_padding` and `group_by_length` shape the
+    classifier's and the tagger's batches (docs/finetuning_shared.md); run_squad.py has neither
+    flag: its span loss is a softmax over all S positions, padding included, as the original's.
+    """
+
+    bert_config_file: str | None = None
+    vocab_file: str | None = None
+    spm_model_file: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_predict: bool = False
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    chinese_conversion: str = "none"  # t2s / s2t before tokenizing (bert_tf.text.chinese.conversion)
+    dynamic_padding: bool = True
+    group_by_length: bool = False
+
+    def trim_features(self, names: Sequence[str] = MODEL_INPUTS) -> tuple[str, ...]:
+        """The [B,S] features the input pipelines trim to each batch's longest sequence
+        (`bert_tf.records.datasets.trim_padding`): `names` with dynamic_padding, else none."""
+        return tuple(names) if self.dynamic_padding else ()
+
+    @property
+    def length_groups(self) -> int:
+        """Batches per group of similar lengths in training (1: plain shuffled batches)."""
+        return datasets.LENGTH_GROUP_BATCHES if self.group_by_length else 1
+
+    @property
+    def tokenizer_files(self) -> list[str]:
+        """The files that define the tokenizer (for the fingerprints of cached records)."""
+        return [path for path in (self.vocab_file, self.spm_model_file) if path]
+
+    def create_tokenizer(self, init_checkpoint: str | None = None
+                         ) -> tokenization.FullTokenizer | tokenization.SentencePieceTokenizer:
+        """The run's tokenizer; warns, as the original does, when `do_lower_case` contradicts the
+        casing that `init_checkpoint`'s name announces (`uncased_...` / `cased_...`)."""
+        from bert_tf.text.chinese.conversion import with_conversion
+
+        tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
+        return with_conversion(tokenization.create_tokenizer(vocab_file=self.vocab_file,
+                                                             spm_model_file=self.spm_model_file,
+                                                             do_lower_case=self.do_lower_case),
+                               self.chinese_conversion)
+
+    def load_bert_config(self, run_config: training.RunConfig) -> BertConfig:
+        """The model's config: --bert_config_file, else the checkpoint's or the run's own."""
+        return model_config.resolve_model_config(
+            self.bert_config_file, run_config.init_checkpoint, run_config.output_dir,
+            max_seq_length=self.max_seq_length)
+
+
+class EncoderTask(training.Task):
+    """A task whose model reads `input_ids, input_mask, segment_ids` (int32 [B,S]) only; the
+    other features (labels, weights, ids) are for the loss, metrics and predictions."""
+
+    def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
+                training: bool) -> Mapping[str, tf.Tensor]:
+        return model({name: features[name] for name in MODEL_INPUTS}, training=training)
+
+
+def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: float) -> int:
+    """Updates in the run, as the original counts them: int(examples / batch · epochs)."""
+    return int(num_examples / train_batch_size * num_train_epochs)
+
+
+def static_shape_options(options: FinetuningOptions, run_config: training.RunConfig,
+                         strategy: tf.distribute.Strategy | None) -> FinetuningOptions:
+    """`options` with dynamic_padding and group_by_length off where every batch must have one
+    shape (XLA with `use_xla`, TPUs): there each new batch length is a new compilation. Says so
+    in one log line when it turns either off."""
+    on_tpu = isinstance(strategy or tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
+    if not (run_config.use_xla or on_tpu) or not (options.dynamic_padding
+                                                   or options.group_by_length):
+        return options
+    logging.info("--dynamic_padding and --group_by_length are off under %s: every batch keeps "
+                 "the --max_seq_length shape (one compilation)",
+                 "--use_tpu" if on_tpu else "--use_xla")
+    return dataclasses.replace(options, dynamic_padding=False, group_by_length=False)
+
+
+def epochs_run_config(run_config: training.RunConfig, options: FinetuningOptions,
+                      num_examples: int, unit: str = "training examples") -> training.RunConfig:
+    """`run_config` with the steps of `options.num_train_epochs` over `num_examples` and
+    `options.warmup_proportion` of them as warm-up (the original's int() roundings).
+
+    Raises:
+        ValueError: naming the count (`unit`, e.g. "training windows") when not one update fits.
+    """
+    batch = run_config.train_batch_size
+    steps = num_train_steps(num_examples, batch, options.num_train_epochs)
+    if steps < 1:
+        raise UserError(f"{num_examples} {unit} make no full batch of {batch} in "
+                         f"{options.num_train_epochs} epochs")
+    return run_config.replace(num_train_steps=steps,
+                              num_warmup_steps=int(steps * options.warmup_proportion))
+
+
+def write_lines(path: str, lines: Iterable[str]) -> None:
+    """Writes `lines` (each ending in a newline) to the local `path`: a temp name, then rename."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    os.replace(tmp, path)
+
+
+def write_label_list(output_dir: str, labels: Sequence[str]) -> str:
+    """`output_dir/label_list.txt`: the labels one per line, in the model's output order."""
+    path = os.path.join(output_dir, LABEL_LIST_FILE)
+    write_lines(path, (f"{label}\n" for label in labels))
+    return path
+
+
+def write_results(path: str, results: Mapping[str, object]) -> None:
+    """`key = value` lines in key order (the original's eval_results.txt), also logged."""
+    training_log.write_eval_results(path, results)
+    for key in sorted(results):
+        logging.info("  %s = %s", key, results[key])

@@ -1,0 +1,394 @@
+"""The one training loop of every run_* script: train, evaluate, predict (docs/training_api.md).
+
+A script supplies a `Task` (model + loss terms + metrics), input functions and a `RunConfig`; the
+loop does the rest: strategy scope, dtype policy, optimizer, XLA, gradient accumulation,
+checkpoints with exact resume, `init_checkpoint`, summaries and log lines.
+
+Exact resume: a checkpoint holds the model (including the dropout RNG states), the optimizer and
+the global step. The input position is NOT stored (a tf.data iterator checkpoint holds shuffle
+buffers and cannot follow a multi-worker job); instead the training input is deterministic for a
+seed and, on resume, each input pipeline skips the batches the finished steps consumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+import time
+from typing import Any, Callable, Iterator, Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import full_disk, optimization
+from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.config import BertConfig
+from bert_tf.training import distribution, preemption, steps as training_steps
+from bert_tf.training.log import SummaryLog, summarize, write_scalars
+
+InputFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
+CHECKPOINT_NAME = "ckpt"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Run options shared by every script (see docs/training_api.md for each field)."""
+
+    output_dir: str
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_steps: int = 1000
+    num_warmup_steps: int = 0
+    optimizer: str = "adamw"
+    weight_decay_rate: float = 0.01
+    clip_norm: float | None = 1.0
+    gradient_accumulation_steps: int = 1
+    dtype: str = "float32"
+    use_xla: bool = False
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int = 1000
+    log_every_n_steps: int = 100
+    init_checkpoint: str | None = None
+    max_eval_steps: int | None = None
+    seed: int = 12345
+
+    def __post_init__(self) -> None:
+        if not self.output_dir:
+            raise UserError("RunConfig.output_dir is required (--output_dir).")
+        if "://" not in self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(
+                self.output_dir):
+            raise UserError(f"--output_dir={self.output_dir} is an existing file, not a "
+                            "directory: give a directory (created if missing)")
+        for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
+                     "gradient_accumulation_steps", "save_checkpoints_steps",
+                     "keep_checkpoint_max", "iterations_per_loop", "log_every_n_steps"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name} must be at least 1, got {getattr(self, name)}")
+        if self.num_train_steps < 0 or self.num_warmup_steps < 0:
+            raise UserError("--num_train_steps and --num_warmup_steps must not be negative")
+        if self.optimizer not in optimization.OPTIMIZER_TYPES:
+            raise UserError(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_TYPES)}"
+                             f", got {self.optimizer!r}")
+        distribution.policy_name(self.dtype)  # validates --dtype
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+
+class Task:
+    """What a script supplies to the loop; subclass it (docs/training_api.md has an example).
+
+    Loss terms: `losses()[name]` is a float32 SUM over this (micro-)batch and
+    `loss_normalizers()[name]` (from the features only) what it is divided by, summed over the
+    global batch by the loop. Metrics are weighted means given as `(Σ w·value, Σ w)`.
+    """
+
+    # {term: ε} added once to the term's global normalizer (the original's masked LM: 1e-5).
+    loss_epsilons: Mapping[str, float] = {}
+
+    def build_model(self) -> keras.Model:
+        """A fresh model; called inside the strategy's scope under the run's dtype policy."""
+        raise NotImplementedError
+
+    def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
+                training: bool) -> Mapping[str, tf.Tensor]:
+        """The model's outputs for one batch."""
+        return model(features, training=training)
+
+    def loss_normalizers(self, features: Mapping[str, tf.Tensor]) -> Mapping[str, tf.Tensor]:
+        """{term: float32 scalar}: the sum of the loss weights of this batch, from features only."""
+        raise NotImplementedError
+
+    def losses(self, features: Mapping[str, tf.Tensor],
+               outputs: Mapping[str, tf.Tensor]) -> Mapping[str, tf.Tensor]:
+        """{term: float32 scalar}: the sum of the weighted losses of this batch."""
+        raise NotImplementedError
+
+    def metrics(self, features: Mapping[str, tf.Tensor], outputs: Mapping[str, tf.Tensor]
+                ) -> Mapping[str, tuple[tf.Tensor, tf.Tensor]]:
+        """{name: (Σ w·value, Σ w)} for weighted-mean metrics of this batch."""
+        return {}
+
+    def predictions(self, features: Mapping[str, tf.Tensor],
+                    outputs: Mapping[str, tf.Tensor]) -> Mapping[str, tf.Tensor]:
+        """Per-example tensors (leading batch axis) that `predict` yields."""
+        return outputs
+
+
+@contextlib.contextmanager
+def _dtype_policy(dtype: str):
+    """Sets the Keras dtype policy for the run's dtype while layers are built, then restores it."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(distribution.policy_name(dtype))
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def _seed_states(model: keras.Model) -> list:
+    """The dropout RNG states: Keras does not track SeedGenerators for tf.train.Checkpoint."""
+    return [generator.state for layer in model._flatten_layers()
+            for generator in getattr(layer, "_seed_generators", [])]
+
+
+class _Run:
+    """Model, optimizer and checkpoint of one run, built inside `strategy.scope()`."""
+
+    def __init__(self, task: Task, config: RunConfig, strategy: tf.distribute.Strategy,
+                 with_optimizer: bool):
+        self.config, self.strategy = config, strategy
+        with strategy.scope():
+            with _dtype_policy(config.dtype):
+                self.model = task.build_model()
+            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            objects = {"model": self.model, "global_step": self.global_step,
+                       "rng": _seed_states(self.model)}
+            self.optimizer = None
+            if with_optimizer:
+                self.optimizer = optimization.create_optimizer(
+                    config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+                    optimizer_type=config.optimizer, weight_decay_rate=config.weight_decay_rate,
+                    clip_norm=config.clip_norm, loss_scale=config.dtype == "float16")
+                # Built now so that a restore fills the slots at once and XLA sees no new variables.
+                self.optimizer.build(self.model.trainable_variables)
+                objects["optimizer"] = self.optimizer
+        self.checkpoint = tf.train.Checkpoint(**objects)
+
+    def restore(self, checkpoint: str | None) -> bool:
+        """Restores `checkpoint` (default: latest in output_dir), else loads init_checkpoint.
+
+        Returns whether a checkpoint of this run was restored.
+        """
+        path = checkpoint or tf.train.latest_checkpoint(self.config.output_dir)
+        if path:
+            status = self.checkpoint.read(path)
+            if self.optimizer is None:
+                status.expect_partial()  # an eval/predict run has no optimizer slots to fill
+            status.assert_existing_objects_matched()
+            logging.info("restored %s (global step %d)", path, int(self.global_step.numpy()))
+            return True
+        if self.config.init_checkpoint:
+            from bert_tf.checkpoints import name_map as checkpoints  # noqa: PLC0415 (heavy; only when used)
+            with self.strategy.scope():
+                checkpoints.init_from_checkpoint(self.model, self.config.init_checkpoint)
+        return False
+
+    def step(self) -> int:
+        return int(self.global_step.numpy())
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes the run's files (always, except on non-chief workers)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def _distribute(strategy: tf.distribute.Strategy, input_fn: InputFn, global_batch_size: int,
+                skip_steps: int = 0):
+    """The distributed dataset; each pipeline skips the batches of `skip_steps` finished steps."""
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % replicas:
+        raise UserError(f"batch size {global_batch_size} is not divisible by the "
+                         f"{replicas} replicas of the {type(strategy).__name__}")
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        dataset = input_fn(context, global_batch_size // replicas)
+        batches_per_step = replicas // context.num_input_pipelines
+        return dataset.skip(skip_steps * batches_per_step) if skip_steps else dataset
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _write_bert_config(model: keras.Model, output_dir: str) -> None:
+    """output_dir/bert_config.json, atomically, local or gs:// (so the run is a whole model)."""
+    config = getattr(model, "config", None)
+    if isinstance(config, BertConfig):
+        path = os.path.join(output_dir, "bert_config.json")
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(config.to_json_string())
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:
+    # Non-chief workers take part in saving (it may run collectives) but into a scratch directory.
+    directory = run.config.output_dir if chief else tempfile.mkdtemp(prefix="bert_tf_worker_")
+    return tf.train.CheckpointManager(run.checkpoint, directory, run.config.keep_checkpoint_max,
+                                      checkpoint_name=CHECKPOINT_NAME)
+
+
+def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
+    if manager.latest_checkpoint and manager.latest_checkpoint.endswith(f"-{step}"):
+        return  # a preemption save right after the periodic one
+    prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
+
+    def remove_partial() -> None:
+        full_disk.remove_if_exists(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+
+    with full_disk.named_when_full(prefix, remove_partial):
+        path = manager.save(checkpoint_number=step)
+    if chief:
+        logging.info("saved %s", path)
+    else:
+        tf.io.gfile.rmtree(manager.directory)
+
+
+def train(task: Task, config: RunConfig, input_fn: InputFn,
+          strategy: tf.distribute.Strategy | None = None) -> dict[str, float]:
+    """Trains until the global step reaches `config.num_train_steps`, resuming if possible.
+
+    Returns:
+        The last log window's figures and "global_step".
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    keras.utils.set_random_seed(config.seed)
+    chief = is_chief(strategy)
+    tf.io.gfile.makedirs(config.output_dir)
+    run = _Run(task, config, strategy, with_optimizer=True)
+    run.restore(None)
+    if chief:
+        _write_bert_config(run.model, config.output_dir)
+    start = run.step()
+    if start >= config.num_train_steps:
+        logging.info("global step %d ≥ num_train_steps %d: nothing to train", start,
+                     config.num_train_steps)
+        return {"global_step": float(start)}
+    per_replica = config.train_batch_size // strategy.num_replicas_in_sync
+    if config.train_batch_size % strategy.num_replicas_in_sync or (
+            per_replica % config.gradient_accumulation_steps):
+        raise UserError(
+            f"train_batch_size {config.train_batch_size} must split evenly into "
+            f"{strategy.num_replicas_in_sync} replicas × {config.gradient_accumulation_steps} "
+            "gradient accumulation steps")
+    for warning in distribution.speed_warnings(strategy, config.dtype, config.use_xla):
+        logging.warning(warning)
+    with strategy.scope():
+        step_fn = training_steps.make_train_step(
+            task, run.model, run.optimizer,
+            accumulation_steps=config.gradient_accumulation_steps,
+            loss_scale=config.dtype == "float16", jit_compile=config.use_xla)
+    iterator = iter(_distribute(strategy, input_fn, config.train_batch_size, skip_steps=start))
+    manager = _checkpoint_manager(run, chief)
+    log = SummaryLog(os.path.join(config.output_dir, "train") if chief else None,
+                     config.num_train_steps, config.train_batch_size,
+                     last_values=training_steps.LAST_VALUE_FIGURES)
+    step, figures = start, {}
+    with preemption.PreemptionWatch(strategy, lambda at: _save(manager, at, chief),
+                                    config.output_dir) as watch:
+        with strategy.scope():
+            loop = training_steps.make_train_loop(strategy, step_fn, watch.notice)
+        while step < config.num_train_steps:
+            started = time.perf_counter()
+            asked = tf.constant(_steps_this_call(step, config), tf.int32)
+            with preemption.lost_workers_named(config.output_dir):
+                totals, steps, noticed = loop(iterator, asked)
+                steps = int(steps)  # waits for the steps; fewer than asked after a notice
+            run.global_step.assign_add(steps)
+            totals = {name: float(value) for name, value in totals.items()}
+            step += steps
+            log.add(totals, steps, time.perf_counter() - started)
+            if step % config.log_every_n_steps == 0 or step == config.num_train_steps:
+                figures = log.flush(step)
+            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+                _save(manager, step, chief)
+            watch.after_call(step, bool(noticed))
+    return {**figures, "global_step": float(step)}
+
+
+def _steps_this_call(step: int, config: RunConfig) -> int:
+    """Updates until the next log line, checkpoint or the end, at most iterations_per_loop."""
+    def to_next(every: int) -> int:
+        return every - step % every
+    return min(config.iterations_per_loop, to_next(config.log_every_n_steps),
+               to_next(config.save_checkpoints_steps), config.num_train_steps - step)
+
+
+def evaluate(task: Task, config: RunConfig, input_fn: InputFn,
+             strategy: tf.distribute.Strategy | None = None, *,
+             checkpoint: str | None = None) -> dict[str, float]:
+    """Evaluates the latest checkpoint (or `checkpoint`) on the whole input.
+
+    Returns:
+        "loss" (mean over batches of the batch loss), "<term>_loss" and every metric as weighted
+        means over the whole input, and "global_step".
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    run, eval_step = _restored_step(task, config, strategy, checkpoint,
+                                    training_steps.make_eval_step)
+    totals: dict[str, float] = {}
+    batches = 0
+    for features in _distribute(strategy, input_fn, config.eval_batch_size):
+        if config.max_eval_steps is not None and batches >= config.max_eval_steps:
+            break
+        figures = training_steps.first_replica(strategy, eval_step(features))
+        for name, value in figures.items():
+            totals[name] = totals.get(name, 0.0) + float(value)
+        batches += 1
+    if not batches:
+        raise UserError("the evaluation input is empty (fewer examples than one batch?)")
+    results = {**summarize(totals, batches), "global_step": float(run.step())}
+    if is_chief(strategy):
+        write_scalars(os.path.join(config.output_dir, "eval"), run.step(), results)
+    return results
+
+
+def predict(task: Task, config: RunConfig, input_fn: InputFn,
+            strategy: tf.distribute.Strategy | None = None, *,
+            checkpoint: str | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """Yields `task.predictions(...)` one example at a time, in input order (single worker)."""
+    strategy = strategy or tf.distribute.get_strategy()
+    _, predict_step = _restored_step(task, config, strategy, checkpoint,
+                                     training_steps.make_predict_step)
+    for features in _distribute(strategy, input_fn, config.predict_batch_size):
+        outputs = predict_step(features)
+        # Replicas take consecutive batches of the one pipeline: concatenating keeps input order.
+        batch = {name: np.concatenate([np.asarray(v) for v in
+                                       strategy.experimental_local_results(value)])
+                 for name, value in outputs.items()}
+        size = len(next(iter(batch.values()))) if batch else 0
+        for i in range(size):
+            yield {name: value[i] for name, value in batch.items()}
+
+
+def _restored_run(task: Task, config: RunConfig, strategy: tf.distribute.Strategy,
+                  checkpoint: str | None) -> _Run:
+    run = _Run(task, config, strategy, with_optimizer=False)
+    if not run.restore(checkpoint) and not config.init_checkpoint:
+        raise MissingFileError(
+            f"no checkpoint in {config.output_dir} and no init_checkpoint: train first "
+            "(--do_train) or pass --init_checkpoint")
+    return run
+
+
+def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strategy,
+                   checkpoint: str | None, make_step: Callable) -> tuple[_Run, Callable]:
+    """The restored run and a tf.function running `make_step(task, model)` on every replica."""
+    run = _restored_run(task, config, strategy, checkpoint)
+    with strategy.scope():
+        step_fn = make_step(task, run.model)
+
+    # Batches trimmed to their longest sequence ([B,None]) come in several lengths: one trace
+    # generalised to all of them rather than one per length.
+    @tf.function(autograph=False, reduce_retracing=True)
+    def distributed_step(features):
+        return strategy.run(step_fn, args=(features,))
+    return run, distributed_step
+
+
+def load_model(task: Task, config: RunConfig, *, checkpoint: str | None = None) -> keras.Model:
+    """The model restored from `checkpoint` (default: latest in output_dir), without a strategy."""
+    return _restored_run(task, config, tf.distribute.get_strategy(), checkpoint).model

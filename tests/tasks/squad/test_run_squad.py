@@ -1,0 +1,198 @@
+"""run_squad end to end: a tiny model learns templated questions, then predicts and evaluates.
+
+One module-scoped training run (a few seconds); the tests then predict with it: v1.1 metrics,
+v2.0 null odds with the `auto` threshold, and the script's flags (run_squad.py predicts in the
+background while the other tests run, and is checked last).
+"""
+
+import dataclasses
+import json
+import os
+import random
+
+import keras
+import numpy as np
+import pytest
+
+from bert_tf.model import models
+from bert_tf.model.config import BertConfig
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.tasks.squad import task as squad_task
+from bert_tf.training import loop as training
+from tiny_models import ScriptRun, words_of, write_tiny_model
+
+NAMES = ["Anna", "Boris", "Clara", "Daniel", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas"]
+CITIES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Dublin", "Vienna", "Quito", "Riga", "Bern"]
+YEARS = [str(y) for y in range(1901, 1990, 8)]
+JOBS = ["baker", "doctor", "sailor", "painter", "teacher", "farmer", "tailor", "lawyer"]
+FACTS = {  # fact: (sentence, question, answer slot)
+    "city": ("{name} was born in {city}.", "Where was {name} born?", "city"),
+    "year": ("{name} was born in {year}.", "When was {name} born?", "year"),
+    "job": ("{name} worked as a {job}.", "What did {name} work as?", "job"),
+}
+FILLER = ["The weather was mild.", "It rained a lot that year.", "Nobody knows more.",
+          "The house was old.", "Friends came to visit.", "The town had a bridge."]
+MAX_SEQ_LENGTH = 40
+
+
+def _paragraph(rng, index, impossible):
+    """One fact among two filler sentences, and a question on it; or (v2.0, `impossible`) a
+    question on a fact the paragraph does not state."""
+    values = {"name": rng.choice(NAMES), "city": rng.choice(CITIES), "year": rng.choice(YEARS),
+              "job": rng.choice(JOBS)}
+    fact = rng.choice(list(FACTS))
+    sentences = [FACTS[fact][0].format(**values)] + rng.sample(FILLER, 2)
+    rng.shuffle(sentences)
+    context = " ".join(sentences)
+    asked = rng.choice([f for f in FACTS if f != fact]) if impossible else fact
+    qa = {"id": f"p{index}", "question": FACTS[asked][1].format(**values), "answers": [],
+          "is_impossible": bool(impossible)}
+    if not impossible:
+        answer, sentence = values[FACTS[fact][2]], FACTS[fact][0].format(**values)
+        offset = context.index(sentence) + sentence.index(answer)
+        qa["answers"] = [{"text": answer, "answer_start": offset}]
+    return {"context": context, "qas": [qa]}
+
+
+def _write_squad(path, num_paragraphs, seed, v2=False):
+    rng = random.Random(seed)
+    paragraphs = [_paragraph(rng, i, v2 and rng.random() < 0.3) for i in range(num_paragraphs)]
+    path.write_text(json.dumps({"version": "v2.0" if v2 else "1.1",
+                                "data": [{"title": "people", "paragraphs": paragraphs}]}))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("squad")
+    templates = [s.replace("{", " ").replace("}", " ") for f in FACTS.values() for s in f[:2]]
+    vocab, config_file = write_tiny_model(
+        root, words_of(NAMES + CITIES + YEARS + JOBS + FILLER + templates),
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    train_file = root / "train.json"
+    _write_squad(train_file, 320, seed=1)
+    # One answer whose offset is wrong: skipped with a warning, counted in the summary.
+    data = json.loads(train_file.read_text())
+    answer = data["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]
+    answer["text"] = "z" * len(answer["text"])
+    train_file.write_text(json.dumps(data))
+    predict_file = _write_squad(root / "dev.json", 30, seed=2)
+    options = squad_task.SquadOptions(
+        bert_config_file=config_file, vocab_file=vocab, train_file=str(train_file),
+        predict_file=predict_file, do_train=True, do_predict=True, num_train_epochs=3.0,
+        max_seq_length=MAX_SEQ_LENGTH, doc_stride=16, max_query_length=12)
+    run_config = training.RunConfig(output_dir=str(root / "out"), train_batch_size=16,
+                                    learning_rate=3e-3, log_every_n_steps=1000)
+    results = squad_task.run_squad(options, run_config)
+    return {"root": root, "options": options, "run_config": run_config, "results": results}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def script_run(trained):
+    """run_squad.py predicting with the trained checkpoint, started as soon as it exists: the
+    in-process tests run meanwhile, `test_script_predict_only` (last) checks it."""
+    options, out_dir = trained["options"], trained["root"] / "script"
+    run = ScriptRun("run_squad.py", [
+        f"--bert_config_file={options.bert_config_file}", f"--vocab_file={options.vocab_file}",
+        f"--predict_file={options.predict_file}", "--do_predict", f"--output_dir={out_dir}",
+        f"--max_seq_length={MAX_SEQ_LENGTH}", "--doc_stride=16", "--max_query_length=12",
+        "--n_best_size=3", f"--init_checkpoint={trained['run_config'].output_dir}"],
+        trained["root"] / "script.log")
+    yield run, out_dir
+    run.stop()
+
+
+def test_learns_the_templated_questions_and_writes_the_outputs(trained):
+    results, out_dir = trained["results"], trained["run_config"].output_dir
+    counts = results["train_counts"]
+    assert (counts["questions"], counts["skipped_answer_mismatch"]) == (320, 1)
+    assert results["train"]["global_step"] == int(319 / 16 * 3.0)
+    # A random span of the ~20-token context is right about once in 200 tries.
+    assert results["eval"]["exact_match"] > 60.0 and results["eval"]["f1"] > 60.0
+    predictions = json.load(open(os.path.join(out_dir, "predictions.json")))
+    nbest = json.load(open(os.path.join(out_dir, "nbest_predictions.json")))
+    assert len(predictions) == 30 and set(nbest) == set(predictions)
+    for entries in nbest.values():
+        assert sum(e["probability"] for e in entries) == pytest.approx(1.0)
+    # Answers come back in the context's own casing ("Paris", not "paris").
+    dev = json.load(open(trained["options"].predict_file))
+    gold = {qa["id"]: qa["answers"][0]["text"]
+            for p in dev["data"][0]["paragraphs"] for qa in p["qas"]}
+    assert sum(predictions[q] == gold[q] for q in gold) / len(gold) == pytest.approx(
+        results["eval"]["exact_match"] / 100)
+    lines = open(os.path.join(out_dir, "eval_results.txt")).read().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == ["exact_match", "f1"]
+    written = json.load(open(os.path.join(out_dir, "eval_results.json")))
+    assert written == pytest.approx(results["eval"])
+    assert not os.path.exists(os.path.join(out_dir, "null_odds.json"))
+
+
+def test_training_leaves_the_unused_pooler_as_initialised(trained):
+    run_config = trained["run_config"]
+    config = BertConfig.from_json_file(trained["options"].bert_config_file)
+    keras.utils.set_random_seed(run_config.seed)  # as the loop does before it builds the model
+    initial = models.span_model(config)
+    model = training.load_model(squad_task.SpanTask(config), run_config)
+    # The span head never reads the pooled output: no gradient, hence no update, no weight decay.
+    for before, after in zip(initial.encoder.pooler.weights, model.encoder.pooler.weights):
+        np.testing.assert_array_equal(after.numpy(), before.numpy(), err_msg=after.path)
+    assert not np.allclose(model.encoder.embedding_table.numpy(),
+                           initial.encoder.embedding_table.numpy())
+
+
+def test_v2_predictions_null_odds_and_auto_threshold(trained):
+    predict_file = _write_squad(trained["root"] / "dev-v2.json", 20, seed=3, v2=True)
+    out_dir = str(trained["root"] / "v2")
+    options = dataclasses.replace(trained["options"], train_file=None, do_train=False,
+                                  predict_file=predict_file, null_score_diff_threshold="auto",
+                                  version_2_with_negative=True)
+    run_config = trained["run_config"].replace(output_dir=out_dir,
+                                               init_checkpoint=trained["run_config"].output_dir)
+    results = squad_task.run_squad(options, run_config)
+    evaluation = results["eval"]
+    null_odds = json.load(open(os.path.join(out_dir, "null_odds.json")))
+    predictions = json.load(open(os.path.join(out_dir, "predictions.json")))
+    nbest = json.load(open(os.path.join(out_dir, "nbest_predictions.json")))
+    # auto: the official search over null_odds with every question given its best non-null answer.
+    best_non_null = {q: next(e["text"] for e in entries if e["text"])
+                     for q, entries in nbest.items()}
+    dataset = json.load(open(predict_file))["data"]
+    threshold = evaluation["null_score_diff_threshold"]
+    searched = squad_metrics.evaluate_v2(dataset, best_non_null, null_odds)
+    assert threshold == searched["best_f1_thresh"]
+    assert all((predictions[q] == "") == (null_odds[q] > threshold) for q in predictions)
+    assert (evaluation["HasAns_total"] + evaluation["NoAns_total"] == evaluation["total"]
+            == len(predictions))
+    written = json.load(open(os.path.join(out_dir, "eval_results.json")))
+    assert set(written) >= {"best_exact", "NoAns_f1"}
+
+
+def test_threshold_flag_values():
+    assert squad_task.parse_threshold("AUTO") == "auto"
+    assert squad_task.parse_threshold("-1.5") == -1.5
+    with pytest.raises(ValueError, match="number or auto, got 'maybe'"):
+        squad_task.parse_threshold("maybe")
+
+
+def test_option_errors(trained):
+    options = trained["options"]
+    run_config = trained["run_config"]
+    bad = [
+        (dict(do_train=False, do_predict=False), "nothing to do"),
+        (dict(train_file=None), "--do_train needs --train_file"),
+        (dict(max_seq_length=15), "must be greater than --max_query_length"),
+        (dict(max_seq_length=128), "max_position_embeddings=64"),
+        (dict(null_score_diff_threshold="auto"), "auto needs --version_2_with_negative"),
+    ]
+    for change, message in bad:
+        with pytest.raises(ValueError, match=message):
+            squad_task.run_squad(dataclasses.replace(options, **change), run_config)
+
+
+def test_script_predict_only(trained, script_run):
+    run, out_dir = script_run
+    output = run.wait()
+    assert f"exact_match = {trained['results']['eval']['exact_match']}" in output
+    assert "predict: 30 questions (0 impossible), 30 windows" in output  # the run summary
+    nbest = json.load(open(out_dir / "nbest_predictions.json"))
+    assert max(len(entries) for entries in nbest.values()) <= 3

@@ -1,0 +1,140 @@
+"""Strategies: choice from flags; mirrored and gradient accumulation == one device on the same
+global batch; two-process multi-worker on loopback."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from distribute_utils import configure_two_cpus, two_cpu_strategy
+
+configure_two_cpus()  # before TensorFlow starts (pytest imports every test module first)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.records import datasets, features  # noqa: E402
+from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
+from bert_tf.training import distribution, loop as training  # noqa: E402
+from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
+    write_tiny_config  # noqa: E402
+from conftest import REPO  # noqa: E402
+
+
+
+def test_default_strategy_follows_flags_and_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert distribution.default_strategy_name(use_tpu=True) == "tpu"
+    assert distribution.default_strategy_name(num_gpus=2) == "mirrored"
+    assert distribution.default_strategy_name() == "one_device"  # this machine has no GPU
+    monkeypatch.setenv("TF_CONFIG", json.dumps(
+        {"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}))
+    assert distribution.default_strategy_name() == "multi_worker_mirrored"
+
+
+def test_strategy_errors_say_what_to_do(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="--distribution_strategy must be one of"):
+        distribution.get_strategy("horovod")
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        distribution.get_strategy("multi_worker_mirrored")
+    with pytest.raises(ValueError, match="--num_gpus=2 but only 0 GPUs"):
+        distribution.get_strategy("mirrored", num_gpus=2)
+    assert isinstance(distribution.get_strategy("one_device"), tf.distribute.OneDeviceStrategy)
+    assert distribution.policy_name("bfloat16") == "mixed_bfloat16"
+
+
+@pytest.fixture(scope="module")
+def train_file(tmp_path_factory):
+    return write_records(tmp_path_factory.mktemp("dist") / "train.tfrecord",
+                         pretraining_arrays(64, 0))
+
+
+def _train(train_file, output_dir, strategy=None, **changes):
+    # No dropout, so that the updates do not depend on how the batch is split.
+    task = pretraining_task.PretrainingTask(BertConfig(
+        **TINY_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    config = training.RunConfig(output_dir=output_dir, train_batch_size=8, num_train_steps=3,
+                                learning_rate=1e-2, save_checkpoints_steps=3, **changes)
+    schema = features.pretraining_schema(SEQ, PRED)
+
+    def input_fn(context, batch_size):
+        return datasets.record_dataset(train_file, schema, batch_size, is_training=True,
+                                       input_context=context)
+    figures = training.train(task, config, input_fn, strategy)
+    return figures, training.load_model(task, config).get_weights()
+
+
+@pytest.fixture(scope="module")
+def one_device(train_file, tmp_path_factory):
+    """The reference: the whole global batch on one device."""
+    return _train(train_file, str(tmp_path_factory.mktemp("one_device")))
+
+
+def _assert_same_run(got, expected):
+    (figures, weights), (expected_figures, expected_weights) = got, expected
+    for name in ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
+                 "gradient_norm"):
+        assert figures[name] == pytest.approx(expected_figures[name], rel=1e-5), name
+    for a, b in zip(weights, expected_weights):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_mirrored_over_two_devices_matches_one_device(train_file, one_device, tmp_path):
+    strategy = two_cpu_strategy()
+    assert strategy.num_replicas_in_sync == 2
+    _assert_same_run(_train(train_file, str(tmp_path), strategy), one_device)
+
+
+def test_gradient_accumulation_gives_the_full_batch_update(train_file, one_device, tmp_path):
+    # The micro-batches hold different numbers of real masked positions: averaging per-micro-batch
+    # losses would weight them wrongly; the loop divides by the whole batch's count.
+    weights = pretraining_arrays(64, 0)["masked_lm_weights"]
+    assert len({weights[i:i + 2].sum() for i in range(0, 8, 2)}) > 1
+    _assert_same_run(_train(train_file, str(tmp_path), gradient_accumulation_steps=4),
+                     one_device)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path):
+    output_dir = str(tmp_path / "out")
+    workers = [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]
+    flags = [f"--input_file={train_file}", f"--output_dir={output_dir}",
+             f"--bert_config_file={write_tiny_config(tmp_path)}", f"--max_seq_length={SEQ}",
+             f"--max_predictions_per_seq={PRED}", "--do_train", "--train_batch_size=8",
+             "--num_train_steps=4", "--save_checkpoints_steps=2", "--log_every_n_steps=2",
+             "--distribution_strategy=multi_worker_mirrored"]
+    processes = []
+    for index in range(2):
+        env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2",
+               "CUDA_VISIBLE_DEVICES": "", "TF_CONFIG": json.dumps(
+                   {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+        processes.append(subprocess.Popen(
+            [sys.executable, os.path.join(REPO, "run_pretraining.py"), *flags], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for process in processes:
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode == 0, output[-3000:]
+    assert sorted(name for name in os.listdir(output_dir) if name.endswith(".index")) == [
+        "ckpt-2.index", "ckpt-4.index"]
+    reader = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-4"))
+    assert reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == 4
+    assert os.listdir(os.path.join(output_dir, "train"))  # summaries: the chief's only
+
+
+def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypatch):
+    strategy = tf.distribute.get_strategy()
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: False)
+    warnings = distribution.speed_warnings(strategy, "bfloat16", use_xla=True)
+    assert [w.split()[0] for w in warnings] == ["--dtype=bfloat16", "--use_xla"]
+    assert distribution.speed_warnings(strategy, "float32", use_xla=False) == []
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: True)
+    assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == []
