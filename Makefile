@@ -7,6 +7,10 @@ PIP := $(PY) -m pip
 TF_EXTRA ?= cpu
 # The reference forward pass for golden-value tests; the CPU wheel keeps the install small.
 TORCH_SPEC ?= torch==2.13.0
+# tensorflow-text (the exports' in-graph tokenizer) of the installed TensorFlow's X.Y release.
+# Its metadata requires the `tensorflow` distribution, which would install a second TensorFlow
+# beside tensorflow-cpu / tensorflow-tpu: --no-deps keeps exactly the build TF_EXTRA chose.
+TF_TEXT_SPEC = tensorflow-text==$$($(PY) -c 'import tensorflow as tf; print(".".join(tf.__version__.split(".")[:2]))').*
 
 .PHONY: install demo test bench clean
 
@@ -15,6 +19,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -e '.[$(TF_EXTRA)]'
+	$(PIP) install -q --no-deps "$(TF_TEXT_SPEC)"
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed

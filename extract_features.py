@@ -8,6 +8,8 @@ Example (one sentence, or `text_a ||| text_b`, per line):
     --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
 
+--export_dir=/tmp/features_model also writes a SavedModel that takes raw text (docs/serving.md).
+
 --init_checkpoint also takes a bert_tf output_dir or a Hugging Face directory;
 --spm_model_file replaces --vocab_file for SentencePiece models.
 """
@@ -25,6 +27,9 @@ flags.DEFINE_string("output_file", None, "JSON lines, one per input line.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layers (-1 = last).")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example after WordPiece; longer are trimmed.")
 flags.DEFINE_integer("batch_size", 32, "Examples per encoder call.")
+flags.DEFINE_string("export_dir", None, "Also write a SavedModel that takes raw text and returns "
+                    "cls/pooled/mean vectors and the --layers per token (docs/serving.md); "
+                    "--input_file and --output_file are then optional.")
 training_flags.define_model_flags(output_dir=False)
 # The original's TPU flags, accepted so its command lines keep working; this script runs on the
 # local default device (GPU if one is visible).
@@ -38,6 +43,8 @@ def main(argv):
     del argv
     if not (FLAGS.vocab_file or FLAGS.spm_model_file):
         raise app.UsageError("give --vocab_file (WordPiece) or --spm_model_file (SentencePiece)")
+    if not FLAGS.export_dir and not (FLAGS.input_file and FLAGS.output_file):
+        raise app.UsageError("give --input_file and --output_file (or --export_dir)")
     if FLAGS.use_tpu:
         logging.warning("--use_tpu is ignored: extract_features runs on the local default device")
     try:
@@ -51,7 +58,7 @@ def main(argv):
 
 
 def run():
-    flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+    flags.mark_flags_as_required(["init_checkpoint"])
     cli.run_main(main)
 
 

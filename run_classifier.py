@@ -11,14 +11,19 @@ Same flags and defaults as the original run_classifier.py, plus distribution/pre
     --output_dir=/tmp/mrpc_output --export_dir=/tmp/mrpc_output/saved_model
 
 Your own files: --task_name=custom with --task_spec=spec.json, or --text_a_column=sentence
---label_column=label [--text_b_column=...] (docs/classifier.md).
+--label_column=label [--text_b_column=...] (docs/classifier.md). Your own DataProcessor class
+written for the original: --processor=my_processors.py:MyProcessor (docs/migrating.md).
 """
+
+import sys
 
 from absl import flags
 
 from bert_tf import cli
 from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier import task as classifier_task
+# The original's names for processors written against it (`from run_classifier import ...`).
+from bert_tf.tasks.classifier.compat import DataProcessor, InputExample  # noqa: F401
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.training import flags as training_flags
 
@@ -38,6 +43,8 @@ flags.DEFINE_list("label_list", None, "--task_name=custom: labels in output orde
                   "the sorted labels of the training file).")
 flags.DEFINE_bool("regression", False, "--task_name=custom: a float score, trained with MSE.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
+flags.DEFINE_string("processor", None, "Your own DataProcessor class, written for the original: "
+                    "module.path:Class or path/to/file.py:Class (docs/migrating.md).")
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_padding_flags()
@@ -60,9 +67,12 @@ def main(argv):
 
 
 def run():
-    flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
+    flags.mark_flags_as_required(["data_dir", "output_dir"])
     cli.run_main(main)
 
 
 if __name__ == "__main__":
+    # A processor module's `import run_classifier` then finds this script, not a second copy
+    # (which would define every flag again).
+    sys.modules.setdefault("run_classifier", sys.modules[__name__])
     run()

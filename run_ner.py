@@ -11,6 +11,7 @@ flags, and the tagging flags --data_format, --tag_scheme, --labels and the file 
     --output_dir=/tmp/ner_output
 
 Chinese, one character and its tag per line: add --data_format=char (docs/ner.md).
+--export_dir=/tmp/ner_output/saved_model writes a SavedModel that tags raw text (docs/serving.md).
 """
 
 from absl import flags
@@ -40,6 +41,8 @@ flags.DEFINE_string("test_file", "test.txt", "File to tag, in --data_dir (or a f
                     "may lack the tag column.")
 flags.DEFINE_integer("window_overlap", 32, "WordPieces that consecutive windows of a long "
                      "sentence share (at most half a window).")
+flags.DEFINE_string("export_dir", None, "Write a SavedModel that tags raw text here "
+                    "(docs/serving.md).")
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_padding_flags()

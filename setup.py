@@ -4,6 +4,12 @@ TensorFlow is an extra so that each platform picks its own build:
   pip install -e '.[cpu]'   tensorflow-cpu (the default in the README's commands)
   pip install -e '.[gpu]'   tensorflow[and-cuda]
   pip install -e '.[tpu]'   tensorflow-tpu (TPU VMs)
+
+The raw-text exports (--export_dir, bert-predict) need tensorflow-text of the same X.Y release,
+installed without its dependencies: its metadata requires the `tensorflow` distribution, which
+would put a second TensorFlow beside tensorflow-cpu or tensorflow-tpu (`make install` does this):
+  pip install --no-deps 'tensorflow-text==2.21.*'
+No extra lists it for that reason.
 """
 
 import os
@@ -19,6 +25,7 @@ SCRIPTS = {
     "bert-extract-features": "extract_features",
     "bert-build-vocab": "build_vocab",
     "bert-extend-vocab": "extend_vocab",
+    "bert-predict": "predict",
 }
 # Only scripts that exist are installed, so a checkout mid-way through the project still installs.
 SCRIPTS = {cmd: mod for cmd, mod in SCRIPTS.items()

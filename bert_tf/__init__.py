@@ -1,7 +1,8 @@
 """bert_tf: BERT pretraining and fine-tuning on TensorFlow 2 and Keras 3.
 
-One folder per family (model, text, checkpoints, records, training, tasks/<task>) beside the
-original's module names and the shared infrastructure; docs/architecture.md says who may import whom.
+One folder per family (model, text, checkpoints, records, training, tasks/<task>, serving) beside
+the original's module names and the shared infrastructure; docs/architecture.md says who may import
+whom.
 """
 
 import importlib.util as _importlib_util

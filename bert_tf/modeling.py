@@ -67,22 +67,27 @@ def gelu_exact(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.gelu(x, approximate=False)
 
 
-def _linear(x: tf.Tensor) -> tf.Tensor:
-    return x
-
-
 ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
-    "gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh, "linear": _linear,
+    "gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,
 }
 
 
-def get_activation(name: str) -> Callable[[tf.Tensor], tf.Tensor]:
-    """Maps a `hidden_act` name from bert_config.json to a function."""
+def get_activation(name) -> Callable[[tf.Tensor], tf.Tensor] | None:
+    """Maps a `hidden_act` name from bert_config.json (any case) to a function.
+
+    As in the original: a non-string (a function, or None) is returned as is, and "linear" or an
+    empty name give None (no activation).
+    """
+    if not isinstance(name, str):
+        return name
+    if not name or name.lower() == "linear":
+        return None
     try:
-        return ACTIVATIONS[name]
+        return ACTIVATIONS[name.lower()]
     except KeyError:
         raise ValueError(
-            f"unknown hidden_act {name!r}; expected one of {', '.join(ACTIVATIONS)}") from None
+            f"unknown hidden_act {name!r}; expected one of {', '.join(ACTIVATIONS)}, linear"
+        ) from None
 
 
 def initializer(config: BertConfig) -> keras.initializers.Initializer:
@@ -282,9 +287,11 @@ class TransformerBlock(keras.layers.Layer):
     def _projection(self, x: tf.Tensor, layers: tuple[Dense, ...]) -> tf.Tensor:
         """x [M,H] @ the layers' kernels side by side + their biases → [M, len(layers)·H]."""
         dtype = self.compute_dtype
-        kernel = tf.concat([tf.cast(l.kernel, dtype) for l in layers], axis=1)  # [H,kH]
-        bias = tf.concat([tf.cast(l.bias, dtype) for l in layers], axis=0)
-        return tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        kernels = [tf.cast(l.kernel, dtype) for l in layers]
+        biases = [tf.cast(l.bias, dtype) for l in layers]
+        if len(layers) > 1:  # one layer's kernel is used as is: no concat op left dangling
+            kernels, biases = [tf.concat(kernels, axis=1)], [tf.concat(biases, axis=0)]  # [H,kH]
+        return tf.nn.bias_add(tf.matmul(x, kernels[0]), biases[0])
 
     def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
         """[B*Q,H] → [B,N,Q,D]."""
@@ -365,8 +372,10 @@ class BertEncoder(keras.Model):
     """The BERT encoder. Call with a dict of int32 [B,S] tensors:
 
     `input_ids`; `input_mask` (1 = real token, 0 = padding; default all ones); `segment_ids`
-    (default all zeros). Returns a dict: `sequence_output` [B,S,H], `pooled_output` [B,H] (dense + tanh on the first token), `encoder_outputs` (list
-    of L tensors [B,S,H], one per block). See the module docstring for variable names and mixed
+    (default all zeros). Returns a dict: `sequence_output` [B,S,H], `pooled_output` [B,H] (dense
+    + tanh on the first token), `encoder_outputs` (list of L tensors [B,S,H], one per block),
+    `embedding_output` [B,S,H] (the blocks' input: the embeddings after LayerNorm and dropout).
+    See the module docstring for variable names and mixed
     precision.
 
     Padding: by default the encoder skips the padding positions of rows that have real tokens
@@ -443,6 +452,7 @@ class BertEncoder(keras.Model):
                               query_rows=layout.rows_at(positions))
             rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]
             return {"selected_output": rows[:, 1:], "pooled_output": self.pooler(rows[:, 0])}
+        embedding_output = tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, -1])
         encoder_outputs = []
         for block in blocks:
             x = block(x, layout=layout, training=training)
@@ -450,9 +460,21 @@ class BertEncoder(keras.Model):
                 tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
         first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
         return {"sequence_output": encoder_outputs[-1], "pooled_output": self.pooler(first_tokens),
-                "encoder_outputs": encoder_outputs}
+                "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
         """A zero batch of the input dict, for building or tracing."""
         ids = tf.zeros([batch_size, seq_length], tf.int32)
         return {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": ids}
+
+
+# The original modeling.py's public API, here where its users import it (`modeling.BertModel`,
+# `modeling.BertConfig`, `modeling.get_shape_list`, ...). Imported last: both modules build on
+# the encoder above.
+from bert_tf.model.compat import (BertConfig, BertModel, get_assignment_map_from_checkpoint,
+                                  init_from_checkpoint, reset_variable_scopes, variable_name)
+from bert_tf.model.compat_helpers import (assert_rank, create_attention_mask_from_input_mask,
+                                          create_initializer, dropout, embedding_lookup,
+                                          embedding_postprocessor, get_shape_list, layer_norm,
+                                          layer_norm_and_dropout, reshape_from_matrix,
+                                          reshape_to_matrix)

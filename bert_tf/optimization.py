@@ -332,7 +332,22 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
         return self.inner_optimizer.gradient_norm
 
 
-def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
+def create_optimizer(*args, **kwargs):
+    """Builds the optimizer; two call forms.
+
+    `create_optimizer(init_lr, num_train_steps, num_warmup_steps, ...)` returns the optimizer
+    (see `build_optimizer`, what the training loop uses). The original's call
+    `create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu)`, with `loss` a
+    function of no arguments, returns a `TrainOp` that runs one step per call (see
+    `training/optimizer_compat.py`, `create_train_op`; docs/migrating.md).
+    """
+    first = args[0] if args else kwargs.get("loss")
+    if callable(first) or tf.is_tensor(first):
+        return create_train_op(*args, **kwargs)
+    return build_optimizer(*args, **kwargs)
+
+
+def build_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
                      optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
                      clip_norm: float | None = 1.0, loss_scale: bool = False,
                      gradient_accumulation_steps: int | None = None,
@@ -367,3 +382,7 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
         learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
         gradient_accumulation_steps=gradient_accumulation_steps, **kwargs)
     return LossScaleOptimizer(optimizer) if loss_scale else optimizer
+
+
+# The original optimization.py's names (the optimizer and the loss-first create_optimizer call).
+from bert_tf.training.optimizer_compat import AdamWeightDecayOptimizer, TrainOp, create_train_op

@@ -14,7 +14,10 @@ Two paths give the same tokens for every input:
   finds the same longest matches scanning forward: `text/fast_wordpiece.py`) and afterwards cost one
   dict lookup.
 
-`create_tokenizer` picks WordPiece (`--vocab_file`) or SentencePiece (`--spm_model_file`);
+Every public name of the original's tokenization.py is here with its behaviour
+(`convert_to_unicode`, `printable_text`, `load_vocab`, `convert_by_vocab`, `convert_tokens_to_ids`,
+`convert_ids_to_tokens`, `whitespace_tokenize`, the three tokenizer classes,
+`validate_case_matches_checkpoint`). `create_tokenizer` picks WordPiece (`--vocab_file`) or SentencePiece (`--spm_model_file`);
 `validate_case_matches_checkpoint` warns when `--do_lower_case` contradicts the checkpoint's name.
 """
 
@@ -26,7 +29,7 @@ import itertools
 import os
 import re
 import unicodedata
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import sentencepiece
 from absl import logging
@@ -218,6 +221,25 @@ class WordpieceTokenizer:
         return pieces
 
 
+# ----------------------------------------------------------------------------- conversions
+def printable_text(text: str | bytes) -> str:
+    """`text` as a str for printing or logging (bytes decoded as UTF-8, bad bytes dropped)."""
+    return convert_to_unicode(text)
+
+
+def convert_by_vocab(vocab: Mapping, items: Iterable) -> list:
+    """Looks every item up in `vocab` (token -> id, or id -> token); a missing item is a KeyError."""
+    return [vocab[item] for item in items]
+
+
+def convert_tokens_to_ids(vocab: Mapping[str, int], tokens: Iterable[str]) -> list[int]:
+    return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab: Mapping[int, str], ids: Iterable[int]) -> list[str]:
+    return convert_by_vocab(inv_vocab, ids)
+
+
 # ----------------------------------------------------------------------------- tokenizers
 class _VocabConversions:
     """Token <-> id conversions over `self.vocab` (token -> id) and `self.inv_vocab` (id -> token)."""
@@ -226,10 +248,10 @@ class _VocabConversions:
     inv_vocab: dict[int, str]
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
-        return [self.vocab[t] for t in tokens]
+        return convert_by_vocab(self.vocab, tokens)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        return [self.inv_vocab[i] for i in ids]
+        return convert_by_vocab(self.inv_vocab, ids)
 
     def missing_special_tokens(self, required: Sequence[str] = ("[CLS]", "[SEP]", "[MASK]")) -> list[str]:
         return [t for t in required if t not in self.vocab]

@@ -67,7 +67,8 @@ step "4. Extract features with the pretrained encoder"
 head -n 20 "$DATA/corpus.txt" | grep -v '^$' > "$OUT/extract_input.txt"
 python extract_features.py --input_file="$OUT/extract_input.txt" --output_file="$OUT/features.jsonl" \
   --vocab_file="$OUT/vocab.txt" --bert_config_file="$OUT/bert_config.json" \
-  --init_checkpoint="$OUT/pretraining" --layers=-1,-2 --max_seq_length=64
+  --init_checkpoint="$OUT/pretraining" --layers=-1,-2 --max_seq_length=64 \
+  --export_dir="$OUT/features_savedmodel"
 echo "wrote $(wc -l < "$OUT/features.jsonl") lines to $OUT/features.jsonl"
 
 COMMON=(--vocab_file="$OUT/vocab.txt" --bert_config_file="$OUT/bert_config.json"
@@ -89,7 +90,24 @@ python run_squad.py --train_file="$DATA/squad/train-v2.0.json" --predict_file="$
 
 step "7. Fine-tune a named-entity tagger (CoNLL format)"
 python run_ner.py --data_dir="$DATA/ner" --output_dir="$OUT/ner" --do_train --do_eval --do_predict \
+  --export_dir="$OUT/ner_savedmodel" \
   --train_batch_size=32 --num_train_epochs=6 --max_seq_length=64 --learning_rate=5e-4 "${COMMON[@]}"
 cat "$OUT/ner/eval_results.txt"
+
+step "8. Serve raw text: each export on a few sentences (tokenizer inside the SavedModel)"
+printf '%s\n' "the acting was excellent and the story was moving ." \
+  "the concert was simply awful ." "" > "$OUT/raw_sentences.txt"
+python predict.py --export_dir="$OUT/classifier_savedmodel" --input_file="$OUT/raw_sentences.txt" \
+  --output_file="$OUT/classifier_raw_predictions.jsonl"
+cat "$OUT/classifier_raw_predictions.jsonl"
+# The test file's first sentence, its words joined by spaces (the tags are what the model adds).
+awk 'NF == 0 { if (s) exit; next } $1 != "-DOCSTART-" { s = s (s ? " " : "") $1 } END { print s }' \
+  "$DATA/ner/test.txt" > "$OUT/raw_ner.txt"
+python predict.py --export_dir="$OUT/ner_savedmodel" --input_file="$OUT/raw_ner.txt" \
+  --output_file="$OUT/ner_raw_predictions.jsonl"
+cat "$OUT/ner_raw_predictions.jsonl"
+python predict.py --export_dir="$OUT/features_savedmodel" --input_file="$OUT/raw_sentences.txt" \
+  --output_file="$OUT/features_raw.jsonl"
+python -c "import json,sys; [print(r['tokens'][:r['length']], 'mean of', len(r['mean']), 'values') for r in map(json.loads, open(sys.argv[1]))]" "$OUT/features_raw.jsonl"
 
 step "Done: outputs are under $OUT/"

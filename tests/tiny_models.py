@@ -48,6 +48,39 @@ def write_tiny_model(directory: str | os.PathLike, words: Iterable[str],
     return vocab_file, config_file
 
 
+def train_tiny_sentencepiece(prefix: str, num_lines: int = 2000, vocab_size: int = 300) -> str:
+    """A tiny unigram SentencePiece model trained in-process on generated lines, with BERT's
+    special names (as build_vocab.py trains them). Returns the .model path."""
+    import sentencepiece
+
+    from bert_tf.text import testing_text
+
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(testing_text.varied_lines(num_lines, seed=7, exotic_rate=0.0)),
+        model_prefix=prefix, vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1,
+        bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+        control_symbols="[CLS],[SEP],[MASK]", minloglevel=2)
+    return prefix + ".model"
+
+
+def write_random_encoder(directory: str | os.PathLike, vocab: list[str], **config) -> None:
+    """vocab.txt, bert_config.json and a Google-layout bert_model.ckpt of a BertEncoder whose
+    weights are drawn N(0, 0.3) (larger than the initialisation, so layers differ visibly)."""
+    import numpy as np
+
+    from bert_tf.checkpoints import name_map as checkpoints
+    from bert_tf.modeling import BertEncoder
+
+    directory = os.fspath(directory)
+    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in vocab))
+    encoder = BertEncoder(BertConfig(vocab_size=len(vocab), **config))
+    rng = np.random.default_rng(0)
+    for v in encoder.weights:
+        v.assign(rng.normal(0, 0.3, v.shape).astype(np.float32))
+    checkpoints.export_google_checkpoint(encoder, os.path.join(directory, "bert_model.ckpt"))
+
+
 def read_results(path: str | os.PathLike) -> dict[str, float]:
     """The `key = value` lines of an eval_results.txt / test_results.txt."""
     with open(path, encoding="utf-8") as f:

@@ -35,36 +35,9 @@ from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WOR
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf
 from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.albert.modeling import AlbertEncoder
+from bert_tf.model.tf1_names import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAMES, bert_encoder_names
+from bert_tf.model.tf1_names import attribute as _attribute
 from bert_tf.modeling import BertEncoder
-
-# Original TF1 names of the encoder (under "bert/") → attribute paths on a BertEncoder.
-_EMBEDDING_NAMES = {
-    "embeddings/word_embeddings": "embeddings.word_embeddings",
-    "embeddings/token_type_embeddings": "embeddings.token_type_embeddings",
-    "embeddings/position_embeddings": "embeddings.position_embeddings",
-    "embeddings/LayerNorm/gamma": "embeddings.layer_norm.gamma",
-    "embeddings/LayerNorm/beta": "embeddings.layer_norm.beta",
-}
-_LAYER_NAMES = {  # under "bert/encoder/layer_{i}/" → under transformer_layers[i]
-    "attention/self/query/kernel": "query.kernel",
-    "attention/self/query/bias": "query.bias",
-    "attention/self/key/kernel": "key.kernel",
-    "attention/self/key/bias": "key.bias",
-    "attention/self/value/kernel": "value.kernel",
-    "attention/self/value/bias": "value.bias",
-    "attention/output/dense/kernel": "attention_output.kernel",
-    "attention/output/dense/bias": "attention_output.bias",
-    "attention/output/LayerNorm/gamma": "attention_layer_norm.gamma",
-    "attention/output/LayerNorm/beta": "attention_layer_norm.beta",
-    "intermediate/dense/kernel": "intermediate.kernel",
-    "intermediate/dense/bias": "intermediate.bias",
-    "output/dense/kernel": "output_dense.kernel",
-    "output/dense/bias": "output_dense.bias",
-    "output/LayerNorm/gamma": "output_layer_norm.gamma",
-    "output/LayerNorm/beta": "output_layer_norm.beta",
-}
-_POOLER_NAMES = {"pooler/dense/kernel": "pooler.kernel", "pooler/dense/bias": "pooler.bias"}
-
 
 _HEAD_NAMES = {  # model attribute (model/heads.py) → {original TF1 name: attribute path on the head}
     "masked_lm": {"cls/predictions/transform/dense/kernel": "transform.kernel",
@@ -133,31 +106,19 @@ def find_encoder(model):
     return encoder
 
 
-def _attribute(root, path: str):
-    """Follows "a.b[3].c" from root."""
-    for part in path.split("."):
-        name, _, index = part.partition("[")
-        root = getattr(root, name)
-        if index:
-            root = root[int(index[:-1])]
-    return root
-
-
 def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
     """The encoder's part of the name map, in the original's order (google-research/albert's
     for an AlbertEncoder: one entry per shared block, not per layer)."""
-    names = {"bert/" + k: v for k, v in _EMBEDDING_NAMES.items()}
     if isinstance(encoder, AlbertEncoder):
-        names.update({"bert/" + k: v for k, v in albert_names.EMBEDDING_PROJECTION_NAMES.items()})
+        names = {"bert/" + k: v for k, v in {**EMBEDDING_NAMES,
+                                             **albert_names.EMBEDDING_PROJECTION_NAMES}.items()}
         for g, group in enumerate(encoder.groups):
             for k in range(len(group.blocks)):
                 names.update({albert_names.block_name(g, k, name): f"group_{g}.inner_group_{k}.{v}"
-                              for name, v in _LAYER_NAMES.items()})
+                              for name, v in LAYER_NAMES.items()})
+        names.update({"bert/" + k: v for k, v in POOLER_NAMES.items()})
     else:
-        for i in range(len(encoder.transformer_layers)):
-            names.update({f"bert/encoder/layer_{i}/{k}": f"transformer_layers[{i}].{v}"
-                          for k, v in _LAYER_NAMES.items()})
-    names.update({"bert/" + k: v for k, v in _POOLER_NAMES.items()})
+        names = bert_encoder_names(len(encoder.transformer_layers))
     return [WeightMapping(name, _attribute(encoder, path)) for name, path in names.items()]
 
 

@@ -54,10 +54,7 @@ class BertConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ConfigError(
-                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
-                f"({self.num_attention_heads})")
+        self.check_head_size()
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(
                 f"unknown hidden_act {self.hidden_act!r}; expected one of {', '.join(ACTIVATIONS)}")
@@ -67,6 +64,13 @@ class BertConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
         if self.initializer_range <= 0:
             raise ConfigError(f"initializer_range must be positive, got {self.initializer_range!r}")
+
+    def check_head_size(self) -> None:
+        """Raises ConfigError unless the heads split hidden_size evenly."""
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads})")
 
     @property
     def head_size(self) -> int:

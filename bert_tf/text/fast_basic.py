@@ -33,14 +33,20 @@ def convert_to_unicode(text: str | bytes) -> str:
     raise TypeError(f"expected str or bytes to tokenize, got {type(text).__name__}")
 
 
-def _char_class(code_points: Sequence[int]) -> str:
-    """A regex character class (without brackets) of ascending `code_points`, as ranges."""
+def code_point_runs(code_points: Sequence[int]) -> list[list[int]]:
+    """Ascending `code_points` as [first, last] runs of consecutive values."""
     runs: list[list[int]] = []
     for cp in code_points:
         if runs and runs[-1][1] == cp - 1:
             runs[-1][1] = cp
         else:
             runs.append([cp, cp])
+    return runs
+
+
+def _char_class(code_points: Sequence[int]) -> str:
+    """A regex character class (without brackets) of ascending `code_points`, as ranges."""
+    runs = code_point_runs(code_points)
     return "".join(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
                    for lo, hi in runs)
 

@@ -1,4 +1,5 @@
 """Training: the one loop (`loop`), its compiled steps, the log and eval_results.txt, the scripts'
-shared flags, distribution strategies and the options every fine-tuning task shares.
+shared flags, distribution strategies, the options every fine-tuning task shares, and
+`optimizer_compat` (the original optimization.py's names, re-exported by `bert_tf.optimization`).
 May import checkpoints, model, records, text and infrastructure; never a task.
 """

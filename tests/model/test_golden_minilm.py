@@ -18,6 +18,7 @@ import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+from bert_tf import modeling, optimization  # noqa: E402
 from bert_tf.checkpoints import name_map as checkpoints  # noqa: E402
 from bert_tf.model import models  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
@@ -85,17 +86,25 @@ def test_hf_import_matches_transformers(batch, reference):
     _assert_matches(encoder, batch, reference)
 
 
-def test_exported_tf1_checkpoint_matches_transformers(tmp_path, batch, reference):
-    """HF → our encoder → original TF1 layout on disk → a fresh encoder from those files."""
+@pytest.fixture(scope="module")
+def tf1_export(tmp_path_factory):
+    """HF → our encoder → original TF1 layout on disk: (the source encoder, checkpoint prefix)."""
     source = BertEncoder(checkpoints.bert_config_from_hf(MODEL_DIR))
     checkpoints.init_from_checkpoint(source, MODEL_DIR)
-    prefix = str(tmp_path / "minilm" / "bert_model.ckpt")
+    prefix = str(tmp_path_factory.mktemp("minilm") / "bert_model.ckpt")
     checkpoints.export_google_checkpoint(source, prefix,
                                          vocab_file=os.path.join(MODEL_DIR, "vocab.txt"))
+    return source, prefix
+
+
+def test_exported_tf1_checkpoint_matches_transformers(tf1_export, batch, reference):
+    """The TF1 export read back into a fresh encoder from its files."""
+    source, prefix = tf1_export
     table = tf.train.load_checkpoint(prefix).get_tensor("bert/embeddings/word_embeddings")
     assert table.shape == (30522, 384)
 
-    encoder = BertEncoder(BertConfig.from_json_file(tmp_path / "minilm" / "bert_config.json"))
+    encoder = BertEncoder(BertConfig.from_json_file(os.path.join(os.path.dirname(prefix),
+                                                                 "bert_config.json")))
     report = checkpoints.init_from_checkpoint(encoder, prefix)
     assert (report.kind, report.missing, report.unused) == ("tf1", [], [])
     outputs = _assert_matches(encoder, batch, reference)
@@ -134,3 +143,42 @@ def test_hf_pretraining_directory_matches_transformers(tmp_path):
     mlm_diff = ours["masked_lm_logits"].numpy()[real] - theirs.prediction_logits.numpy()[real]
     nsp_diff = ours["next_sentence_logits"].numpy() - theirs.seq_relationship_logits.numpy()
     assert np.abs(mlm_diff).max() <= TOLERANCE and np.abs(nsp_diff).max() <= TOLERANCE
+
+
+def test_original_bert_model_code_loads_the_tf1_export_and_trains(tf1_export, batch, reference):
+    """The original's pattern end to end: `modeling.BertModel` with a `label_embeddings` head,
+    weights from the TF1 layout through `get_assignment_map_from_checkpoint` and
+    `init_from_checkpoint`, the golden pooled output, one training step under GradientTape."""
+    init_checkpoint = tf1_export[1]
+    modeling.reset_variable_scopes()
+    config = modeling.BertConfig.from_json_file(
+        os.path.join(os.path.dirname(init_checkpoint), "bert_config.json"))
+    inputs = dict(input_ids=tf.constant(batch["input_ids"]), input_mask=tf.constant(batch["input_mask"]),
+                  token_type_ids=tf.constant(batch["segment_ids"]))
+    model = modeling.BertModel(config=config, is_training=False, **inputs)
+    label_embeddings = tf.Variable(modeling.create_initializer()([config.hidden_size, 2]),
+                                   name="label_embeddings")
+    tvars = model.trainable_variables + [label_embeddings]
+    assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+    assert len(assignment_map) == 5 + 16 * 6 + 2 and "label_embeddings:0" not in initialized
+    modeling.init_from_checkpoint(init_checkpoint, assignment_map)
+
+    model = modeling.BertModel(config=config, is_training=False, **inputs)  # the loaded weights
+    assert np.abs(model.get_pooled_output().numpy() - reference[1]).max() <= 1e-5
+
+    labels = tf.constant([0, 1, 1, 0])
+    optimizer = optimization.AdamWeightDecayOptimizer(
+        learning_rate=1e-4, weight_decay_rate=0.01,
+        exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+    with tf.GradientTape() as tape:
+        trained = modeling.BertModel(config=config, is_training=True, **inputs)
+        logits = tf.matmul(trained.get_pooled_output(), label_embeddings)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+    grads, _ = tf.clip_by_global_norm(tape.gradient(loss, tvars), clip_norm=1.0)
+    head_before = label_embeddings.numpy().copy()
+    optimizer.apply_gradients(zip(grads, tvars))
+    assert int(optimizer.iterations) == 1
+    assert np.abs(label_embeddings.numpy() - head_before).max() > 0
+    pooled_after = modeling.BertModel(config, False, **inputs).get_pooled_output().numpy()
+    assert np.abs(pooled_after - reference[1]).max() > 1e-5  # the encoder's weights moved
+    modeling.reset_variable_scopes()

@@ -12,6 +12,7 @@ import sentencepiece
 
 from bert_tf import tokenization
 from bert_tf.text import fast_basic, testing_text
+from tiny_models import train_tiny_sentencepiece
 from bert_tf.tokenization import (FullTokenizer, SentencePieceTokenizer, create_tokenizer,
                                   validate_case_matches_checkpoint)
 
@@ -276,13 +277,7 @@ def test_load_vocab_errors(tmp_path):
 @pytest.fixture(scope="module")
 def spm_model(tmp_path_factory):
     """A tiny unigram model trained in-process on generated lines, with BERT's special names."""
-    prefix = tmp_path_factory.mktemp("spm") / "tiny"
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(testing_text.varied_lines(2000, seed=7, exotic_rate=0.0)),
-        model_prefix=str(prefix), vocab_size=300, model_type="unigram", pad_id=0, unk_id=1,
-        bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
-        control_symbols="[CLS],[SEP],[MASK]", minloglevel=2)
-    return str(prefix) + ".model"
+    return train_tiny_sentencepiece(str(tmp_path_factory.mktemp("spm") / "tiny"))
 
 
 def test_sentencepiece_tokenizer(spm_model):

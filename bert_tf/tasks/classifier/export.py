@@ -1,47 +1,80 @@
-"""Exports a fine-tuned classifier as a TensorFlow SavedModel with a serving signature.
+"""Exports a fine-tuned classifier as a TensorFlow SavedModel that takes raw text.
 
-The `serving_default` signature takes int32 `input_ids`, `input_mask`, `segment_ids` [B,S]
-(any B and S up to max_position_embeddings, packed as `bert_tf.tasks.classifier.features`
-packs them) and returns `probabilities` float32 [B,num_labels] (softmax of the logits), or
-`predictions` float32 [B] for a regression task. The label strings, in output order, are saved
-with it as the `labels` variable (empty for regression). Reload with TensorFlow alone:
+Signatures:
+* `serving_default`: `text_a` string [B] and, for pair tasks, `text_b` string [B] ->
+  `probabilities` float32 [B,L] and `label` string [B] (the most probable label's name), or
+  `predictions` float32 [B] for a regression task. The text is tokenized exactly as
+  `FullTokenizer` does and packed `[CLS] a [SEP] b [SEP]` with the original's truncation to
+  `max_seq_length` (`bert_tf.tasks.classifier.export`), inside the graph.
+* `serve_ids`: int32 `input_ids`, `input_mask`, `segment_ids` [B,S] (any B and S up to
+  max_position_embeddings, packed as `tasks/classifier` packs them) -> `probabilities` or
+  `predictions`, for clients that tokenize themselves.
 
-    loaded = tf.saved_model.load(export_dir)
-    out = loaded.signatures["serving_default"](input_ids=ids, input_mask=mask, segment_ids=segs)
+The label strings, in output order, are saved as the `labels` variable (empty for regression).
+Reload with TensorFlow and tensorflow-text alone:
+
+    import tensorflow as tf, tensorflow_text  # registers the tokenizer ops
+    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    serve(text_a=tf.constant(["a fine film"]))["label"]
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from typing import Sequence
 
 import keras
 import tensorflow as tf
 
-from bert_tf import full_disk
+from bert_tf.serving import packing
+from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, save
 
-SIGNATURE_KEY = "serving_default"
+# Kept for callers of the ids-in export; `serving_default` now takes raw text.
+__all__ = ["SIGNATURE_KEY", "IDS_SIGNATURE_KEY", "export_classifier", "predict_outputs"]
 _INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 class _ClassifierServing(tf.Module):
-    """Holds the model's variables and the serving function; what the SavedModel stores."""
+    """Holds the model, tokenizer and labels and the serving functions: what the SavedModel stores."""
 
-    def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool):
+    def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool,
+                 tokenizer: tf.Module, max_seq_length: int):
         super().__init__(name="classifier_serving")
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
                                   name="labels")
+        self.tokenizer = tokenizer
         self._regression = regression
+        self._max_seq_length = max_seq_length
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name=n)
-                                  for n in _INPUT_NAMES])
-    def serve(self, input_ids, input_mask, segment_ids):
-        logits = self.model({"input_ids": input_ids, "input_mask": input_mask,
-                             "segment_ids": segment_ids}, training=False)["logits"]
-        logits = tf.cast(logits, tf.float32)
+    @tf.function(autograph=False, input_signature=[
+        tf.TensorSpec([None, None], tf.int32, name=n) for n in _INPUT_NAMES])
+    def serve_ids(self, input_ids, input_mask, segment_ids):
+        return self._outputs({"input_ids": input_ids, "input_mask": input_mask,
+                              "segment_ids": segment_ids})
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+    def serve_text(self, text_a):
+        return self._serve_text(text_a, None)
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                                   tf.TensorSpec([None], tf.string, name="text_b")])
+    def serve_text_pair(self, text_a, text_b):
+        tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
+                                  message="text_a and text_b must hold as many texts")
+        return self._serve_text(text_a, text_b)
+
+    def _serve_text(self, text_a: tf.Tensor, text_b: tf.Tensor | None) -> dict[str, tf.Tensor]:
+        ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
+        features = packing.pack(self.tokenizer.tokenize(text_a), ids_b,
+                                self.tokenizer.special_ids["[CLS]"],
+                                self.tokenizer.special_ids["[SEP]"], self._max_seq_length)
+        out = self._outputs({name: features[name] for name in _INPUT_NAMES})
+        if not self._regression:
+            out["label"] = tf.gather(self.labels, tf.argmax(out["probabilities"], axis=-1))
+        return out
+
+    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
         if self._regression:
             return {"predictions": logits[:, 0]}  # [B]
         return {"probabilities": tf.nn.softmax(logits, axis=-1)}  # [B,num_labels]
@@ -58,36 +91,23 @@ def predict_outputs(model: keras.Model, features: dict, regression: bool) -> tf.
 
 
 def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str] | None,
-                      regression: bool = False) -> str:
-    """Writes `model` as a SavedModel under `export_dir`, replacing what was there.
-
-    The SavedModel is written next to `export_dir` first and moved into place when complete, so
-    a crash never leaves a half-written (or half-deleted) export under that name; a full disk is
-    one `full_disk.DiskFullError` naming `export_dir`.
+                      regression: bool, tokenizer: tf.Module, max_seq_length: int,
+                      pair: bool) -> str:
+    """Writes `model` as a SavedModel under `export_dir`, replacing what was there (atomically).
 
     Args:
       model: a `bert_tf.model.models.ClassifierModel` (variables already trained or restored).
       export_dir: the SavedModel directory to create.
       labels: label strings in output order (None or empty for regression).
       regression: export `predictions` [B] instead of `probabilities` [B,num_labels].
+      tokenizer: `bert_tf.serving.saved_model.in_graph_tokenizer(...)`.
+      max_seq_length: the longest packed row of the raw-text signature.
+      pair: the task has two texts: `serving_default` takes `text_a` and `text_b`.
 
     Returns:
       export_dir.
     """
-    module = _ClassifierServing(model, [] if regression else list(labels or []), regression)
-    export_dir = os.path.abspath(export_dir)
-    parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
-    with full_disk.named_when_full(export_dir, lambda: full_disk.remove_if_exists(tmp)):
-        tf.saved_model.save(module, tmp, signatures={SIGNATURE_KEY: module.serve})
-    # The previous export moves aside whole before the new one takes its name, and is deleted
-    # last: a crash at any moment leaves a complete export (or, between the renames, none).
-    previous = None
-    if os.path.exists(export_dir):
-        previous = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
-        os.replace(export_dir, previous)
-    os.replace(tmp, export_dir)
-    if previous:
-        shutil.rmtree(previous)
-    return export_dir
+    module = _ClassifierServing(model, [] if regression else list(labels or []), regression,
+                                tokenizer, max_seq_length)
+    text_signature = module.serve_text_pair if pair else module.serve_text
+    return save(module, export_dir, {SIGNATURE_KEY: text_signature, IDS_SIGNATURE_KEY: module.serve_ids})

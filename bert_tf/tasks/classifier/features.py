@@ -93,13 +93,15 @@ def _sha256_file(path: str, digest=None):
 
 
 def fingerprint(task: TaskSpec, split: str, data_dir: str, max_seq_length: int,
-                tokenizer_files: Iterable[str], do_lower_case: bool, chinese_conversion: str = "none") -> str:
+                tokenizer_files: Iterable[str], do_lower_case: bool, chinese_conversion: str = "none",
+                examples: Sequence[InputExample] | None = None) -> str:
     """A hex digest of everything that shapes a split's features.
 
-    Covers the input file's bytes, the split layout and label list, the tokenizer's files
-    (vocab.txt or the SentencePiece model), max_seq_length, do_lower_case and FEATURE_VERSION.
+    Covers the input file's bytes (or, when given, the `examples` a user's processor read), the
+    split layout and label list, the tokenizer's files (vocab.txt or the SentencePiece model),
+    max_seq_length, do_lower_case and FEATURE_VERSION.
     """
-    layout = task.splits[split]
+    layout = task.splits.get(split)
     digest = hashlib.sha256(json.dumps({
         "version": FEATURE_VERSION, "layout": repr(layout), "labels": task.labels,
         "regression": task.regression, "aliases": sorted(task.label_aliases.items()),
@@ -107,7 +109,10 @@ def fingerprint(task: TaskSpec, split: str, data_dir: str, max_seq_length: int,
         # only when set, so that the caches of earlier runs stay valid
         **({"chinese_conversion": chinese_conversion} if chinese_conversion != "none" else {}),
     }, sort_keys=True).encode())
-    _sha256_file(os.path.join(data_dir, layout.filename), digest)
+    if examples is None:
+        _sha256_file(os.path.join(data_dir, layout.filename), digest)
+    else:
+        digest.update(json.dumps([[e.guid, e.text_a, e.text_b, e.label] for e in examples]).encode())
     for path in tokenizer_files:
         _sha256_file(path, digest)
     return digest.hexdigest()
@@ -147,10 +152,14 @@ class FeatureCache:
       tokenizer_files: the files that define the tokenizer (vocab.txt or the SentencePiece
         model), hashed into the fingerprint.
       do_lower_case: part of the fingerprint.
+      read_split: `read_split(data_dir, split) -> examples` in place of the task's file layout
+        (a user's processor, see compat.py); its examples are fingerprinted.
     """
 
     def __init__(self, task: TaskSpec, data_dir: str, output_dir: str, max_seq_length: int,
-                 tokenizer, tokenizer_files: Sequence[str], do_lower_case: bool):
+                 tokenizer, tokenizer_files: Sequence[str], do_lower_case: bool,
+                 read_split: Callable[[str, str], list[InputExample]] | None = None):
+        self.read_split = read_split
         self.task, self.data_dir, self.output_dir = task, data_dir, output_dir
         self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
         self.tokenizer_files, self.do_lower_case = list(tokenizer_files), do_lower_case
@@ -159,9 +168,10 @@ class FeatureCache:
     def records(self, split: str) -> CachedSplit:
         """The split's cached records, rebuilt when the fingerprint of its inputs changed."""
         path = os.path.join(self.output_dir, RECORD_NAMES[split])
+        examples = None if self.read_split is None else self.read_split(self.data_dir, split)
         key = fingerprint(self.task, split, self.data_dir, self.max_seq_length,
                           self.tokenizer_files, self.do_lower_case,
-                          getattr(self.tokenizer, "conversion", "none"))
+                          getattr(self.tokenizer, "conversion", "none"), examples)
         meta_path = path + ".json"
         if os.path.isfile(path) and os.path.isfile(meta_path):
             with open(meta_path, encoding="utf-8") as f:
@@ -169,7 +179,8 @@ class FeatureCache:
             if meta.get("fingerprint") == key:
                 logging.info("Reusing %s (%d examples)", path, meta["num_examples"])
                 return CachedSplit(path, meta["num_examples"])
-        examples = read_examples(self.task, self.data_dir, split)
+        if examples is None:
+            examples = read_examples(self.task, self.data_dir, split)
         packed = convert_examples(examples, self.task, self.max_seq_length, self.tokenizer)
         log_examples(examples, packed, self.tokenizer)
         os.makedirs(self.output_dir, exist_ok=True)

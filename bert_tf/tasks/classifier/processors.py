@@ -84,12 +84,15 @@ class TaskSpec:
 
 @dataclasses.dataclass(frozen=True)
 class InputExample:
-    """One row: `label` is a label string, a float (regression), or None (unlabeled)."""
+    """One row: `label` is a label string, a float (regression), or None (unlabeled).
+
+    Also the original run_classifier.py's `InputExample(guid, text_a, text_b=None, label=None)`.
+    """
 
     guid: str
     text_a: str
-    text_b: str | None
-    label: str | float | None
+    text_b: str | None = None
+    label: str | float | None = None
 
 
 # --- GLUE and XNLI --------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from absl import logging
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
+from bert_tf.serving.saved_model import in_graph_tokenizer
+from bert_tf.tasks.classifier import compat
 from bert_tf.tasks.classifier import export as serving
 from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
@@ -37,15 +39,18 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     """The classifier's options: the shared ones plus run_classifier.py's own flags.
 
     `custom_spec` is the custom task's spec dict (see `classification.custom_task`),
-    `export_dir` where to write the SavedModel (None: no export).
+    `export_dir` where to write the SavedModel (None: no export), `processor` a user's
+    DataProcessor class as `module:Class` or `path/to/file.py:Class` (compat.py),
+    which then reads the examples in place of the task's files.
     """
 
-    task_name: str
+    task_name: str | None
     data_dir: str
     do_eval: bool = False
     xnli_language: str = "zh"
     custom_spec: Mapping[str, Any] | None = None
     export_dir: str | None = None
+    processor: str | None = None
 
 
 class ClassifierTask(finetuning.EncoderTask):
@@ -144,6 +149,20 @@ def resolve_task(options: ClassifierOptions) -> classification.TaskSpec:
     return task
 
 
+def _task_and_reader(options: ClassifierOptions):
+    """The task and, for a user's processor, its example reader (None: the task's files)."""
+    if options.processor is None:
+        if not options.task_name:
+            raise UserError("--task_name is required (or --processor=module:Class for your own "
+                            "DataProcessor)")
+        return resolve_task(options), None
+    splits = tuple(split for split, wanted in (("train", options.do_train), ("dev", options.do_eval),
+                                               ("test", options.do_predict)) if wanted)
+    processor = compat.load_processor(options.processor, splits)
+    return compat.processor_task(
+        processor, options.task_name or type(processor).__name__)
+
+
 def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
                    strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
     """Trains, evaluates, predicts and exports, as `options` asks.
@@ -161,14 +180,15 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir")
+    task, read_split = _task_and_reader(options)
     bert_config = options.load_bert_config(run_config)
     options = finetuning.static_shape_options(options, run_config, strategy)
-    task = resolve_task(options)
     os.makedirs(run_config.output_dir, exist_ok=True)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(
         task, options.data_dir, run_config.output_dir, options.max_seq_length,
-        options.create_tokenizer(run_config.init_checkpoint), options.tokenizer_files, options.do_lower_case)
+        options.create_tokenizer(run_config.init_checkpoint), options.tokenizer_files, options.do_lower_case,
+        read_split)
     loop_task = ClassifierTask(bert_config, task.num_labels, task.regression)
     out: dict[str, Any] = {}
     if options.do_train:
@@ -191,8 +211,10 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             os.path.join(run_config.output_dir, "test_results.tsv"), rows)
     if options.export_dir:
         model = training.load_model(loop_task, run_config)
-        out["export_dir"] = serving.export_classifier(model, options.export_dir, task.labels,
-                                                      task.regression)
+        out["export_dir"] = serving.export_classifier(
+            model, options.export_dir, task.labels, task.regression,
+            in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
+            options.max_seq_length, pair=any(layout.text_b is not None for layout in task.splits.values()))
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 

@@ -44,8 +44,8 @@ PROGRESS_SECONDS = 30.0
 class ExtractionOptions:
     """What extract_features.py's flags describe (the original's names and defaults)."""
 
-    input_file: str
-    output_file: str
+    input_file: str | None  # None: export only
+    output_file: str | None
     bert_config_file: str | None  # None: the init_checkpoint's config (see model_config)
     init_checkpoint: str
     vocab_file: str | None = None
@@ -54,6 +54,7 @@ class ExtractionOptions:
     max_seq_length: int = 128
     do_lower_case: bool = True
     batch_size: int = 32
+    export_dir: str | None = None  # also write a raw-text SavedModel (tasks/features/export.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,7 +181,8 @@ def _pipelined(batches: Iterable[list[Example]], run) -> Iterator[tuple[list[Exa
 
 
 def extract_features(options: ExtractionOptions) -> int:
-    """Writes the JSON-lines features of `options.input_file` to `options.output_file`.
+    """Writes the JSON-lines features of `options.input_file` to `options.output_file`, and
+    the raw-text SavedModel to `options.export_dir` when given.
 
     The output appears whole or not at all (a temporary file, then a rename).
 
@@ -192,13 +194,24 @@ def extract_features(options: ExtractionOptions) -> int:
     if not 2 < options.max_seq_length <= config.max_position_embeddings:
         raise UserError(f"--max_seq_length {options.max_seq_length} must be in 3.."
                          f"{config.max_position_embeddings} (max_position_embeddings)")
-    if not tf.io.gfile.exists(options.input_file):
+    if options.input_file is not None and not tf.io.gfile.exists(options.input_file):
         raise MissingFileError(f"{options.input_file}: input file not found (check --input_file)")
     tokenizer = tokenization.create_tokenizer(vocab_file=options.vocab_file,
                                               spm_model_file=options.spm_model_file,
                                               do_lower_case=options.do_lower_case)
     encoder = build_encoder(config)
     checkpoints.init_from_checkpoint(encoder, options.init_checkpoint)
+    if options.export_dir:
+        from bert_tf.serving.saved_model import in_graph_tokenizer
+        from bert_tf.tasks.features.export import export_features
+
+        export_features(encoder, options.export_dir,
+                        in_graph_tokenizer(options.vocab_file, options.spm_model_file,
+                                           options.do_lower_case),
+                        options.layers, options.max_seq_length)
+        logging.info("Exported the SavedModel to %s", options.export_dir)
+    if options.input_file is None:
+        return 0
     run = layer_function(encoder, list(options.layers))
     progress = _Progress(sum(1 for _ in read_lines(options.input_file)), options.input_file)
     batches = _batches(read_lines(options.input_file), tokenizer, options)

@@ -55,6 +55,7 @@ class NerOptions(finetuning.FinetuningOptions):
     dev_file: str = "dev.txt"
     test_file: str = "test.txt"
     window_overlap: int = 32
+    export_dir: str | None = None  # write a raw-text SavedModel here (tasks/ner/export.py)
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)
@@ -192,8 +193,9 @@ def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, sp
 
 
 def _check(options: NerOptions) -> None:
-    if not (options.do_train or options.do_eval or options.do_predict):
-        raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict")
+    if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
+        raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
+                        "--export_dir")
     if options.data_format not in tagging.DATA_FORMATS:
         raise UserError(f"--data_format must be one of {tagging.DATA_FORMATS}")
     if options.tag_scheme not in tagging.TAG_SCHEMES:
@@ -212,7 +214,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
 
     Returns:
       {"labels", "train": loop figures, "eval": eval_results.txt's figures, "test": test
-       figures (tagged test file), "files": {name: path}} for the steps that ran.
+       figures (tagged test file), "files": {name: path}, "export_dir"} for the steps that ran.
     """
     _check(options)
     bert_config = options.load_bert_config(run_config)
@@ -262,6 +264,15 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
                                                       prefix="test_")
         out["files"].update(_write_outputs(output_dir, "test", split, options, predicted,
                                            out.get("test")))
+    if options.export_dir:
+        from bert_tf.serving.saved_model import in_graph_tokenizer
+        from bert_tf.tasks.ner.export import export_tagger
+
+        out["export_dir"] = export_tagger(
+            training.load_model(task, run_config), options.export_dir,
+            in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
+            labels, options.max_seq_length, options.window_overlap, options.data_format == "char")
+        logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 
 

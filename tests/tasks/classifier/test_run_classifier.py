@@ -89,7 +89,7 @@ def test_stsb_regression_end_to_end(tiny_config, tmp_path, monkeypatch):
     labels = np.array([r["label_ids"][0] for r in dev])
     np.testing.assert_allclose(labels, [5.0, 0.5, 2.0, 4.2])
     loaded = tf.saved_model.load(options.export_dir)
-    predictions = loaded.signatures[serving.SIGNATURE_KEY](**features)["predictions"].numpy()
+    predictions = loaded.signatures[serving.IDS_SIGNATURE_KEY](**features)["predictions"].numpy()
     assert predictions.shape == (4,)
     real = [r for r in eval_rows if r["is_real_example"] > 0]
     np.testing.assert_array_equal([r["label_ids"] for r in real], labels)
@@ -214,6 +214,6 @@ def test_demo_task_learns_and_exports(demo_run):
     features = {k: tf.constant(np.stack([r[k] for r in records]), tf.int32)
                 for k in ("input_ids", "input_mask", "segment_ids")}
     loaded = tf.saved_model.load(str(export))
-    got = loaded.signatures[serving.SIGNATURE_KEY](**features)["probabilities"].numpy()
+    got = loaded.signatures[serving.IDS_SIGNATURE_KEY](**features)["probabilities"].numpy()
     np.testing.assert_allclose(got, rows, atol=2e-6)
     assert [label.decode() for label in loaded.labels.numpy()] == ["0", "1"]

@@ -1,72 +1,214 @@
-"""SavedModel export: reloaded with TensorFlow alone, the signature matches the Keras model."""
+"""Classifier SavedModel export: raw text in (`serving_default`) and ids in (`serve_ids`); only
+ops TensorFlow Serving registers; a process without bert_tf reproduces run_classifier's
+test_results.tsv from the raw sentences; bad input gives a clear error or a defined output."""
 
+import io
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf.model import models
+from bert_tf.serving import ops
+from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, in_graph_tokenizer
 from bert_tf.tasks.classifier import export as serving
+from bert_tf.tasks.classifier import processors as classification, features as classifier_features
+from bert_tf.tasks.classifier import task as classifier_task
+from bert_tf.text import testing_text
+from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import loop as training
+from conftest import TESTDATA
+from serving_client import run_client
+from tiny_models import REPO, write_tiny_model, words_of
+
+DEMO = os.path.join(REPO, "demo", "data", "classification")
 
 
-def _batch(vocab_size, batch=5, seq=13):
-    rng = np.random.default_rng(0)
-    ids = rng.integers(1, vocab_size, (batch, seq)).astype(np.int32)
-    mask = np.ones_like(ids)
-    mask[:, 9:] = 0  # padding
-    ids[:, 9:] = 0
-    segments = np.zeros_like(ids)
-    segments[:, 5:9] = 1
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+def _demo_pairs() -> list[tuple[str, str]]:
+    """Pairs of demo sentences, then pairs with awkward multilingual text (one line each)."""
+    with open(os.path.join(DEMO, "test.tsv"), encoding="utf-8") as f:
+        sentences = [line.rstrip("\n").split("\t")[1] for line in f][1:]
+    odd = [" ".join(line.split()) for line in testing_text.varied_lines(24, seed=3)]
+    texts = sentences[:40] + odd
+    return [(texts[i], texts[-1 - i]) for i in range(len(texts))]
 
 
-@pytest.mark.parametrize("regression", [False, True])
-def test_export_reload_matches_keras(tmp_path, tiny_config, regression):
-    model = models.classifier_model(tiny_config, 1 if regression else 3)
-    labels = None if regression else ["neg", "neutral", "pos"]
+def _write_pair_task(directory, pairs) -> None:
+    """An MRPC-format task: 8 labelled training pairs, the given test pairs."""
+    os.makedirs(directory)
+    with open(os.path.join(directory, "train.tsv"), "w", encoding="utf-8") as f:
+        f.write("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+        f.writelines(f"{i % 2}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs[:8]))
+    with open(os.path.join(directory, "test.tsv"), "w", encoding="utf-8") as f:
+        f.write("index\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+        f.writelines(f"{i}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs))
+
+
+@pytest.fixture(scope="module")
+def classifier_run(tmp_path_factory):
+    """run_classifier (in process) on a tiny model: 1 training step, test predictions, export."""
+    directory = tmp_path_factory.mktemp("classifier")
+    pairs = _demo_pairs()
+    _write_pair_task(str(directory / "data"), pairs)
+    # Not every word is in the vocabulary, so [UNK] and pieces appear too.
+    words = sorted(words_of(a + " " + b for a, b in pairs))[::2] + ["##s", "##ing", "##ed"]
+    vocab_file, config_file = write_tiny_model(directory, words)
+    options = classifier_task.ClassifierOptions(
+        task_name="mrpc", data_dir=str(directory / "data"), bert_config_file=config_file,
+        vocab_file=vocab_file, max_seq_length=20, do_train=True, do_predict=True,
+        num_train_epochs=1.0, export_dir=str(directory / "export"))
+    run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=8,
+                                    predict_batch_size=16, learning_rate=1e-3)
+    classifier_task.run_classifier(options, run_config)
+    return {"pairs": pairs, "export": str(directory / "export"), "vocab_file": vocab_file,
+            "results": np.loadtxt(directory / "run" / "test_results.tsv", delimiter="\t", ndmin=2)}
+
+
+def test_fresh_process_reproduces_test_results_from_raw_text(classifier_run, tmp_path):
+    pairs = classifier_run["pairs"]
+    jobs = [{"export_dir": classifier_run["export"], "signature": SIGNATURE_KEY,
+             "inputs": {"text_a": [a for a, _ in pairs[i:i + 16]],
+                        "text_b": [b for _, b in pairs[i:i + 16]]}}
+            for i in range(0, len(pairs), 16)]
+    outputs = run_client(tmp_path, jobs)
+    probabilities = np.concatenate([out["probabilities"] for out in outputs])
+    np.testing.assert_allclose(probabilities, classifier_run["results"], atol=1e-5)
+    labels = [label for out in outputs for label in out["label"]]
+    assert labels == [("0", "1")[i] for i in probabilities.argmax(axis=1)]
+
+
+def test_export_uses_only_ops_tensorflow_serving_registers(classifier_run):
+    used = ops.saved_model_ops(classifier_run["export"])
+    assert {"WordpieceTokenizeWithOffsets", "NormalizeUTF8", "StringLower"} <= used
+    assert ops.unservable_ops(classifier_run["export"]) == []
+
+
+def test_op_check_names_what_the_stock_server_lacks(tmp_path):
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, text):
+            import tensorflow_text as tf_text
+            return {"tokens": tf_text.FastBertNormalizer().normalize(text),
+                    "out": tf_text.utf8_binarize(text)}
+
+    module = Module()
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures={"s": module.serve})
+    assert "FastBertNormalize" in ops.saved_model_ops(str(tmp_path / "m"))
+    assert ops.unservable_ops(str(tmp_path / "m")) == []  # both linked in 2.20.0
+    assert "Foo" not in ops.core_ops() and "MatMul" in ops.core_ops()
+
+
+def test_raw_text_equals_ids_in_and_keras(classifier_run):
+    loaded = tf.saved_model.load(classifier_run["export"])
+    pairs = classifier_run["pairs"][:12]
+    text_out = loaded.signatures[SIGNATURE_KEY](text_a=tf.constant([a for a, _ in pairs]),
+                                                text_b=tf.constant([b for _, b in pairs]))
+    examples = [classification.InputExample(str(i), a, b, None) for i, (a, b) in enumerate(pairs)]
+    features = classifier_features.convert_examples(
+        examples, classification.get_task("mrpc"), 20, FullTokenizer(classifier_run["vocab_file"]))
+    ids_out = loaded.signatures[IDS_SIGNATURE_KEY](
+        **{k: tf.constant(features[k]) for k in ("input_ids", "input_mask", "segment_ids")})
+    np.testing.assert_allclose(text_out["probabilities"].numpy(), ids_out["probabilities"].numpy(),
+                               atol=1e-6)
+    assert [label.decode() for label in loaded.labels.numpy()] == ["0", "1"]
+
+
+def test_bad_input_is_named_or_defined(classifier_run):
+    serve = tf.saved_model.load(classifier_run["export"]).signatures[SIGNATURE_KEY]
+    with pytest.raises(TypeError, match="text_b"):
+        serve(text_a=tf.constant(["a pair model needs both"]))
+    with pytest.raises(TypeError, match="text"):
+        serve(text=tf.constant(["x"]), text_b=tf.constant(["y"]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input #0.*expected to be a string"):
+        serve(text_a=tf.constant([1]), text_b=tf.constant(["y"]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="as many texts"):
+        serve(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c"]))
+    # Empty text is the empty sequence [CLS] [SEP] [SEP]; text longer than max_seq_length is
+    # truncated as in training: both give probabilities.
+    long_text = " ".join(["the film was lovely"] * 500)
+    out = serve(text_a=tf.constant(["", long_text, ""]), text_b=tf.constant(["", "", long_text]))
+    probabilities = out["probabilities"].numpy()
+    assert probabilities.shape == (3, 2) and np.isfinite(probabilities).all()
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_single_sentence_regression_signature(tmp_path, tiny_config):
+    # The pair task above covers probabilities and labels; this covers the other two branches.
+    vocab_file = os.path.join(TESTDATA, "glue", "vocab.txt")
+    model = models.classifier_model(tiny_config, 1)
     (tmp_path / "export").mkdir()
     (tmp_path / "export" / "stale.txt").write_text("from an earlier export")
-    export_dir = serving.export_classifier(model, str(tmp_path / "export"), labels, regression)
+    export_dir = serving.export_classifier(model, str(tmp_path / "export"), None, True,
+                                           in_graph_tokenizer(vocab_file, None, True), 7, pair=False)
     # The old export is replaced as a whole, and no temporary directory is left behind.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
-    assert not (tmp_path / "export" / "stale.txt").exists()
-
     loaded = tf.saved_model.load(export_dir)
-    signature = loaded.signatures[serving.SIGNATURE_KEY]
-    assert sorted(signature.structured_input_signature[1]) == ["input_ids", "input_mask", "segment_ids"]
-    features = _batch(tiny_config.vocab_size)
-    got = signature(**{k: tf.constant(v) for k, v in features.items()})
-    expected = serving.predict_outputs(model, features, regression).numpy()
-    key = "predictions" if regression else "probabilities"
-    assert list(got) == [key]
-    assert got[key].shape == ((5,) if regression else (5, 3))
-    np.testing.assert_allclose(got[key].numpy(), expected, rtol=1e-5, atol=1e-6)
-    if not regression:
-        np.testing.assert_allclose(got[key].numpy().sum(axis=1), 1.0, rtol=1e-5)
-    assert [label.decode() for label in loaded.labels.numpy()] == (labels or [])
-    # Any batch size and sequence length the model accepts.
-    short = _batch(tiny_config.vocab_size, batch=2, seq=7)
-    short["input_mask"][:] = 1
-    got = signature(**{k: tf.constant(v) for k, v in short.items()})[key].numpy()
-    np.testing.assert_allclose(got, serving.predict_outputs(model, short, regression).numpy(),
-                               rtol=1e-5, atol=1e-6)
+    serve = loaded.signatures[SIGNATURE_KEY]
+    assert sorted(serve.structured_input_signature[1]) == ["text_a"]
+    sentences = ["She sang.", "she was singing . she sang . she was singing", ""]
+    got = serve(text_a=tf.constant(sentences))
+    examples = [classification.InputExample(str(i), s, None, None) for i, s in enumerate(sentences)]
+    features = classifier_features.convert_examples(
+        examples, classification.get_task("sts-b"), 7, FullTokenizer(vocab_file))
+    expected = serving.predict_outputs(
+        model, {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}, True).numpy()
+    assert sorted(got) == ["predictions"]
+    np.testing.assert_allclose(got["predictions"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert loaded.labels.numpy().tolist() == []
+    # bert-predict feeds a single-input signature plain lines (an empty line: an empty text).
+    from bert_tf.serving import predict
+
+    (tmp_path / "lines.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    output = io.StringIO()
+    assert predict.predict_file(export_dir, str(tmp_path / "lines.txt"), output, progress=None) == 3
+    rows = [json.loads(line) for line in output.getvalue().splitlines()]
+    np.testing.assert_allclose([r["predictions"] for r in rows], expected, rtol=1e-5, atol=1e-6)
 
 
-class _Killed(BaseException):
-    """A process stopped at this point (nothing after it runs)."""
+def test_predict_script_end_to_end(classifier_run, tmp_path):
+    pairs = classifier_run["pairs"]
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("id\ttext_a\ttext_b\n" + "".join(f"{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs)),
+                   encoding="utf-8")
+    out = tmp_path / "predictions.jsonl"
+    done = subprocess.run([sys.executable, os.path.join(REPO, "predict.py"),
+                           f"--export_dir={classifier_run['export']}", f"--input_file={tsv}",
+                           f"--output_file={out}", "--batch_size=7"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{len(pairs)} examples, " in done.stderr  # the progress line
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(rows[0]) == ["label", "probabilities"]
+    np.testing.assert_allclose([r["probabilities"] for r in rows], classifier_run["results"], atol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pairs.tsv", "predictions.jsonl"]
 
 
-def test_a_crash_while_the_previous_export_is_removed_leaves_a_whole_export(
-        tmp_path, tiny_config, monkeypatch):
-    model = models.classifier_model(tiny_config, 3)
-    export_dir = serving.export_classifier(model, str(tmp_path / "export"), ["a", "b", "c"])
+def test_predict_bad_input_names_the_line(classifier_run, tmp_path):
+    from bert_tf.errors import UserError
+    from bert_tf.serving import predict
 
-    def killed_while_removing(path, *args, **kwargs):
-        os.remove(os.path.join(path, "saved_model.pb"))
-        raise _Killed
-    monkeypatch.setattr(serving.shutil, "rmtree", killed_while_removing)
-    with pytest.raises(_Killed):
-        serving.export_classifier(model, export_dir, ["a", "b", "c"])
-    loaded = tf.saved_model.load(export_dir)
-    assert [label.decode() for label in loaded.labels.numpy()] == ["a", "b", "c"]
+    export = classifier_run["export"]
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"text_a": "x", "text_b": "y"}\n\n{"text_a": "only one"}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(UserError, match=r"in.jsonl, line 3: no text_b"):
+        predict.predict_to_file(export, str(jsonl), str(out), progress=None)
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    lines = tmp_path / "in.txt"
+    lines.write_text("one text\n", encoding="utf-8")
+    with pytest.raises(UserError, match="takes text_a, text_b; plain lines give one text"):
+        predict.predict_to_file(export, str(lines), str(out), progress=None)
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("text_a\tsecond\nx\ty\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"in.tsv, line 1: the header names no column text_b"):
+        predict.predict_to_file(export, str(tsv), str(out), progress=None)
+    with pytest.raises(UserError, match="--signature=serve_ids takes input_ids"):
+        predict.predict_to_file(export, str(jsonl), str(out), signature=IDS_SIGNATURE_KEY, progress=None)
+    # An empty text is an example like any other (the empty sequence's prediction).
+    jsonl.write_text('{"text_a": "", "text_b": ""}\n', encoding="utf-8")
+    assert predict.predict_to_file(export, str(jsonl), str(out), progress=None) == 1
+    assert len(json.loads(out.read_text())["probabilities"]) == 2

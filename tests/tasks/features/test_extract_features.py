@@ -18,6 +18,7 @@ from bert_tf.tasks.features.extraction import (Example, ExtractionOptions, extra
                                                json_line, pack)
 from bert_tf.tokenization import FullTokenizer
 from conftest import REPO
+from tiny_models import write_random_encoder
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
          "ran", "##s", "##ing", ".", ",", "?", "who", "was", "jim", "henson", "puppet", "##eer", "é"]
@@ -28,20 +29,14 @@ LINES = ["The cat sat on the mat.",
          "Café zebra ||| dogs",  # accents stripped; unknown word → [UNK]
          "a ||| b ||| c"]  # the original splits at the last " ||| "
 MAX_SEQ_LENGTH = 16
+TINY_ENCODER = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=37,
+                    max_position_embeddings=20, type_vocab_size=2)
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("model")
-    (directory / "vocab.txt").write_text("".join(t + "\n" for t in VOCAB))
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=4,
-                        num_attention_heads=4, intermediate_size=37, max_position_embeddings=20,
-                        type_vocab_size=2)
-    encoder = BertEncoder(config)
-    rng = np.random.default_rng(0)
-    for v in encoder.weights:  # larger than the initialisation, so layers differ visibly
-        v.assign(rng.normal(0, 0.3, v.shape).astype(np.float32))
-    checkpoints.export_google_checkpoint(encoder, str(directory / "bert_model.ckpt"))
+    write_random_encoder(directory, VOCAB, **TINY_ENCODER)
     return directory
 
 

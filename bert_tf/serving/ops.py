@@ -1,0 +1,72 @@
+"""The ops a SavedModel may use to load in TensorFlow Serving's stock model server.
+
+The model server registers core TensorFlow's ops plus the tensorflow-text ops it links:
+`SUPPORTED_TENSORFLOW_OPS` in tensorflow/serving's `tensorflow_serving/model_servers/BUILD`
+depends on `@org_tensorflow_text//tensorflow_text:ops_lib`, whose `cc_library` in
+tensorflow/text's `tensorflow_text/BUILD` lists the `*_cc` op libraries below; their op names
+come from the `REGISTER_OP` / `kOpName` lines of `tensorflow_text/core/ops/*.cc` and
+`core/kernels/*.h`. Pinned from TensorFlow Serving 2.20.0 (tag `2.20.0`, which builds
+tensorflow/text v2.20.0; the same on tensorflow/serving's master of 2026-07-30).
+The exports use only `NormalizeUTF8`, `WordpieceTokenizeWithOffsets` and, for SentencePiece
+models, `SentencepieceOp` / `SentencepieceTokenizeOp` from this list.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+SERVING_RELEASE = "2.20.0"
+TENSORFLOW_TEXT_RELEASE = "2.20.0"
+# Op names registered by tensorflow-text's ops_lib, as TensorFlow Serving 2.20.0 links it.
+SERVING_TEXT_OPS = frozenset({
+    "TFText>OffsetsToBoiseTags", "TFText>BoiseTagsToOffsets",          # boise_offset_converter
+    "TFText>ByteSplitWithOffsets", "TFText>ByteSplitByOffsets",        # byte_splitter
+    "ConstrainedSequence",                                             # constrained_sequence_op
+    "FastBertNormalize",                                               # fast_bert_normalizer
+    "FastWordpieceTokenizeWithOffsets", "TFText>FastWordpieceDetokenize",
+    "PhraseTokenize", "TFText>PhraseDetokenize",
+    "MaxSpanningTree",                                                 # mst_ops
+    "TFText>NgramsStringJoin",
+    "CaseFoldUTF8", "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap", "FindSourceOffsets",
+    "RegexSplitWithOffsets",
+    "SentenceFragments", "SentenceFragmentsV2",
+    "SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceTokenizeWithOffsetsOp",
+    "SentencepieceDetokenizeOp", "SentencepieceVocabSizeOp", "SentencepieceIdToStringOp",
+    "SentencepieceStringToIdOp",
+    "TokenizerFromLogits", "SplitMergeTokenizeWithOffsets",
+    "RougeL",                                                          # text_similarity_metric
+    "TFText>RoundRobinTrim", "TFText>RoundRobinGenerateMasks",         # trimmer_ops
+    "UnicodeScriptTokenizeWithOffsets",
+    "TFText>Utf8Binarize",
+    "WhitespaceTokenizeWithOffsets", "TFText>WhitespaceTokenizeWithOffsetsV2",
+    "WordpieceTokenizeWithOffsets",
+})
+
+
+def core_ops() -> frozenset[str]:
+    """Core TensorFlow's op names (`tf.raw_ops` holds those of TensorFlow's own op libraries)."""
+    return frozenset(name for name in dir(tf.raw_ops) if not name.startswith("_"))
+
+
+def saved_model_ops(export_dir: str) -> set[str]:
+    """Every op type in a SavedModel: its graphs' nodes and every function of their libraries."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    ops, functions = set(), set()
+    for meta_graph in saved.meta_graphs:
+        ops.update(node.op for node in meta_graph.graph_def.node)
+        for function in meta_graph.graph_def.library.function:
+            functions.add(function.signature.name)
+            ops.update(node.op for node in function.node_def)
+    return ops - functions  # a node may call a library function by its name
+
+
+def unservable_ops(export_dir: str) -> list[str]:
+    """The ops of `export_dir` that TensorFlow Serving's model server does not register."""
+    allowed = core_ops() | SERVING_TEXT_OPS
+    return sorted(op for op in saved_model_ops(export_dir) if op not in allowed)

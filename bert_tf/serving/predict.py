@@ -1,0 +1,178 @@
+"""Runs an exported SavedModel on a file of raw text: what `bert-predict` (predict.py) does.
+
+Input formats (one example per line):
+* `lines`: each line is the text of the signature's one string input (`text_a`, `text`, ...);
+* `tsv`: a header row names the signature's inputs (`text_a\\ttext_b`, `question\\tcontext`);
+  other columns are ignored;
+* `jsonl`: each line is a JSON object with the inputs by name (other keys are ignored).
+
+Each example gives one JSON line with the signature's outputs (floats, strings, lists), in input
+order. Examples run in batches; a progress line on stderr counts them.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import os
+import sys
+import time
+import uuid
+from typing import IO, Iterable, Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.errors import MissingFileError, UserError
+
+FORMATS = ("lines", "tsv", "jsonl")
+
+
+def format_of(path: str, input_format: str | None) -> str:
+    """The input format: `input_format`, else the file's extension (.tsv, .jsonl/.json), else lines."""
+    if input_format:
+        if input_format not in FORMATS:
+            raise UserError(f"--input_format={input_format}: give one of {', '.join(FORMATS)}")
+        return input_format
+    extension = os.path.splitext(path)[1].lower()
+    return {".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}.get(extension, "lines")
+
+
+@functools.lru_cache(maxsize=2)
+def _load(export_dir: str):
+    """The SavedModel, loaded once per process (a caller may predict several files)."""
+    return tf.saved_model.load(export_dir)
+
+
+def load_signature(export_dir: str, signature: str):
+    """The signature's concrete function and its string input names, with clear errors."""
+    from bert_tf.serving.saved_model import require_tensorflow_text
+
+    require_tensorflow_text()  # registers the tokenizer ops the exports use
+    if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+        raise MissingFileError(f"{export_dir}: no saved_model.pb here (check --export_dir)")
+    loaded = _load(os.path.abspath(export_dir))
+    if signature not in loaded.signatures:
+        raise UserError(f"--signature={signature}: {export_dir} has {', '.join(sorted(loaded.signatures))}")
+    function = loaded.signatures[signature]
+    specs = function.structured_input_signature[1]
+    not_text = sorted(name for name, spec in specs.items() if spec.dtype != tf.string)
+    if not_text:
+        raise UserError(f"--signature={signature} takes {', '.join(not_text)} (not text); "
+                        "bert-predict runs the raw-text signatures")
+    return loaded, function, sorted(specs)
+
+
+def read_examples(path: str, input_format: str, names: list[str]) -> Iterator[dict[str, str]]:
+    """Yields {input name: text} per example of `path`; errors name the file and line."""
+    with open(path, encoding="utf-8", newline="") as f:
+        if input_format == "lines":
+            if len(names) != 1:
+                raise UserError(f"{path}: the signature takes {', '.join(names)}; plain lines give "
+                                "one text: use a .tsv with a header row or .jsonl")
+            for line in f:
+                yield {names[0]: line.rstrip("\r\n")}
+        elif input_format == "tsv":
+            yield from _tsv_examples(path, f, names)
+        else:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    yield _json_example(path, number, line, names)
+
+
+def _tsv_examples(path: str, f: IO[str], names: list[str]) -> Iterator[dict[str, str]]:
+    rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = next(rows, None)
+    missing = sorted(set(names) - set(header or ()))
+    if missing:
+        raise UserError(f"{path}, line 1: the header names no column {', '.join(missing)} "
+                        f"(the signature takes {', '.join(names)})")
+    columns = [header.index(name) for name in names]
+    for number, row in enumerate(rows, 2):
+        if len(row) <= max(columns):
+            raise UserError(f"{path}, line {number}: {len(row)} columns, the header has {len(header)}")
+        yield {name: row[c] for name, c in zip(names, columns)}
+
+
+def _json_example(path: str, number: int, line: str, names: list[str]) -> dict[str, str]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}, line {number}: not JSON ({e.msg})") from None
+    missing = [name for name in names if not isinstance(record, dict) or name not in record]
+    if missing:
+        raise UserError(f"{path}, line {number}: no {', '.join(missing)} "
+                        f"(the signature takes {', '.join(names)})")
+    wrong = [name for name in names if not isinstance(record[name], str)]
+    if wrong:
+        raise UserError(f"{path}, line {number}: {', '.join(wrong)} must be a string")
+    return {name: record[name] for name in names}
+
+
+def _batches(examples: Iterable[dict[str, str]], size: int) -> Iterator[list[dict[str, str]]]:
+    batch = []
+    for example in examples:
+        batch.append(example)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _json_value(value):
+    """One example's output (bytes, NumPy scalar or array) as JSON-ready Python values."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.ndarray) and value.dtype == object:  # strings
+        return [_json_value(v) for v in value]
+    return value.tolist()
+
+
+def predict_file(export_dir: str, input_file: str, output: IO[str], input_format: str | None = None,
+                 signature: str = "serving_default", batch_size: int = 32,
+                 progress: IO[str] | None = sys.stderr) -> int:
+    """Writes one JSON line of outputs per example of `input_file` to `output`.
+
+    Returns:
+      the number of examples.
+    """
+    if batch_size < 1:
+        raise UserError(f"--batch_size={batch_size}: give a positive number")
+    if not os.path.isfile(input_file):
+        raise MissingFileError(f"{input_file}: input file not found (check --input_file)")
+    _, function, names = load_signature(export_dir, signature)
+    count, start = 0, time.monotonic()
+    for batch in _batches(read_examples(input_file, format_of(input_file, input_format), names),
+                          batch_size):
+        outputs = function(**{name: tf.constant([e[name] for e in batch]) for name in names})
+        arrays = {key: tensor.numpy() for key, tensor in sorted(outputs.items())}
+        for row in range(len(batch)):
+            output.write(json.dumps({key: _json_value(a[row]) for key, a in arrays.items()},
+                                    ensure_ascii=False) + "\n")
+        count += len(batch)
+        if progress is not None:
+            rate = count / max(time.monotonic() - start, 1e-9)
+            progress.write(f"\r{count} examples, {rate:.1f}/s")
+            progress.flush()
+    if progress is not None:
+        progress.write("\n")
+    return count
+
+
+def predict_to_file(export_dir: str, input_file: str, output_file: str, **options) -> int:
+    """`predict_file` into `output_file`, which appears only when complete (written beside it,
+    then renamed)."""
+    directory = os.path.dirname(os.path.abspath(output_file))
+    if not os.path.isdir(directory):
+        raise MissingFileError(f"{output_file}: its directory does not exist (check --output_file)")
+    tmp = os.path.join(directory, f".{os.path.basename(output_file)}.tmp-{uuid.uuid4().hex}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            count = predict_file(export_dir, input_file, f, **options)
+        os.replace(tmp, output_file)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return count

@@ -1,0 +1,86 @@
+"""Exports an encoder as a SavedModel that turns raw text into features (bert-as-service's
+pooling strategies, served).
+
+Signature `serving_default`: `text` string [B], each `text` or `text_a ||| text_b` as
+extract_features.py reads its lines (stripped, split at the last ` ||| `), tokenized and packed
+inside the graph (`bert_tf.tasks.classifier.export`) ->
+* `cls` float32 [B,H]: the last layer's [CLS] vector;
+* `pooled` float32 [B,H]: the pooler's output (dense + tanh on [CLS]);
+* `mean` float32 [B,H]: the last layer averaged over the real tokens ([CLS] and [SEP] included);
+* `layers` float32 [B,S,L,H]: the `--layers` activations of every token (S the batch's
+  longest row; zeros past a row's `length`), what extract_features.py writes per token;
+* `tokens` string [B,S] (empty past `length`) and `length` int32 [B].
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+import tensorflow as tf
+
+from bert_tf.serving import packing
+from bert_tf.serving.saved_model import SIGNATURE_KEY, save
+from bert_tf.serving.text import character_classes
+
+def _strip_pattern() -> str:
+    """What Python's str.strip() removes: every str.isspace() character."""
+    space = character_classes()["python_space"]
+    return f"^{space}+|{space}+$"
+
+
+def split_pairs(text: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """`extraction.parse_line` on string [B] -> (text_a, text_b, has_b bool [B])."""
+    text = tf.strings.regex_replace(text, _strip_pattern(), "")
+    pair = r"^(.*) \|\|\| (.*)$"  # greedy: the last " ||| " splits, as Python's re
+    has_b = tf.strings.regex_full_match(text, pair)
+    text_a = tf.where(has_b, tf.strings.regex_replace(text, pair, r"\1"), text)
+    text_b = tf.where(has_b, tf.strings.regex_replace(text, pair, r"\2"), "")
+    return text_a, text_b, has_b
+
+
+class _FeaturesServing(tf.Module):
+    def __init__(self, encoder: keras.Model, tokenizer: tf.Module, layers: Sequence[int],
+                 max_seq_length: int):
+        super().__init__(name="features_serving")
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self._layers = list(layers)
+        self._max_seq_length = max_seq_length
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve_text(self, text):
+        text_a, text_b, has_b = split_pairs(text)
+        features = packing.pack(self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
+                                self.tokenizer.special_ids["[CLS]"],
+                                self.tokenizer.special_ids["[SEP]"], self._max_seq_length, has_b)
+        inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+        outputs = self.encoder(inputs, training=False)
+        sequence = tf.cast(outputs["sequence_output"], tf.float32)  # [B,S,H]
+        mask = tf.cast(inputs["input_mask"], tf.float32)[:, :, None]  # [B,S,1]
+        layers = tf.stack([tf.cast(outputs["encoder_outputs"][i], tf.float32)
+                           for i in self._layers], axis=2)  # [B,S,L,H]
+        tokens = self.tokenizer.tokens(inputs["input_ids"])  # [B,S]
+        return {"cls": sequence[:, 0],
+                "pooled": tf.cast(outputs["pooled_output"], tf.float32),
+                "mean": tf.reduce_sum(sequence * mask, axis=1) / tf.reduce_sum(mask, axis=1),
+                "layers": layers * mask[:, :, :, None],
+                "tokens": tf.where(inputs["input_mask"] > 0, tokens, ""),
+                "length": tf.reduce_sum(inputs["input_mask"], axis=1)}
+
+
+def export_features(encoder: keras.Model, export_dir: str, tokenizer: tf.Module,
+                    layers: Sequence[int], max_seq_length: int) -> str:
+    """Writes the encoder's raw-text feature signature as a SavedModel at `export_dir` (atomically).
+
+    Args:
+      encoder: a `BertEncoder` (or ALBERT's) with its weights restored.
+      tokenizer: `bert_tf.serving.saved_model.in_graph_tokenizer(...)`.
+      layers: encoder layers for the `layers` output (-1 = last), as extract_features' --layers.
+      max_seq_length: the longest packed row.
+
+    Returns:
+      export_dir.
+    """
+    module = _FeaturesServing(encoder, tokenizer, layers, max_seq_length)
+    return save(module, export_dir, {SIGNATURE_KEY: module.serve_text})
