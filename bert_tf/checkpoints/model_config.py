@@ -9,6 +9,10 @@ from `--init_checkpoint`:
 - a Hugging Face directory: its `config.json`, translated (HF "gelu" is the erf form, our
   "gelu_exact"; "gelu_new"/"gelu_pytorch_tanh" are our "gelu").
 
+A Hugging Face config.json given as --bert_config_file is translated the same way: it is told
+from a bert_config.json by the keys transformers writes into every config (`model_type`,
+`transformers_version`), which Google's and bert_tf's files never hold.
+
 A fine-tuning run that predicts from its own `--output_dir` finds the config that run wrote there.
 Checkpoint and config that disagree on shapes stop when the weights load
 (`checkpoints.shape_mismatch_message`).
@@ -26,6 +30,7 @@ from bert_tf.model.config import BertConfig, read_config_json
 
 BERT_CONFIG_FILE = "bert_config.json"
 ALBERT_CONFIG_FILE = "albert_config.json"  # beside google-research/albert's checkpoints
+HF_CONFIG_KEYS = ("model_type", "transformers_version")  # in every config transformers writes
 
 
 def load_model_config(path: str | os.PathLike) -> BertConfig:
@@ -49,6 +54,18 @@ def translate_hf_config(path: str) -> BertConfig:
     """A Hugging Face config.json (or its directory) as our config (the one place to dispatch on
     its model_type)."""
     return hf_weights.bert_config_from_hf(path)
+
+
+def is_hf_config(path: str, found_by_name: bool = False) -> bool:
+    """Whether a model config file is a Hugging Face config.json (to be translated).
+
+    Args:
+      path: the config file.
+      found_by_name: True when it was found as `config.json` beside a checkpoint.
+    """
+    if found_by_name and os.path.basename(path) == hf_weights.CONFIG_FILE:
+        return True
+    return any(key in read_config_json(path) for key in HF_CONFIG_KEYS)
 
 
 def _checkpoint_directory(init_checkpoint: str) -> str:
@@ -96,7 +113,7 @@ def resolve_model_config(bert_config_file: str | None, init_checkpoint: str | No
       UserError: max_seq_length is longer than max_position_embeddings.
     """
     path = config_source(bert_config_file, init_checkpoint, output_dir)
-    if os.path.basename(path) == hf_weights.CONFIG_FILE and not bert_config_file:
+    if is_hf_config(path, found_by_name=not bert_config_file):
         config = translate_hf_config(path)
     else:
         config = load_config_file(path)

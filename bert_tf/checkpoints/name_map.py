@@ -2,7 +2,8 @@
 
 Formats (`init_from_checkpoint` tells them apart and logs which it found):
   tf1          the original's name-based checkpoint (`bert_model.ckpt.{index,data-*}`), or a
-               directory holding one; names as in REFERENCE.md ("bert/encoder/layer_3/...").
+               directory holding one; names as the original writes them
+               ("bert/encoder/layer_3/...").
   bert_tf      our own object-based training checkpoints (`tf.train.Checkpoint`, a run's
                output_dir with its `checkpoint` state file, or one `ckpt-N` prefix).
   huggingface  a Hugging Face BERT directory (`config.json` + `model.safetensors`), see hf_weights.

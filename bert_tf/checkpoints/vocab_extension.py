@@ -8,6 +8,13 @@ Two ways, as users of the original are told to do by hand:
           original's initialisation (truncated normal, stddev initializer_range), bias 0.
 The result — vocab.txt, bert_config.json and bert_model.ckpt in the original TF1 layout — is
 written into a new output directory atomically.
+
+A SentencePiece vocabulary (ALBERT's `30k-clean.model`, or build_vocab.py's) grows in append mode
+only (it has no `[unusedN]` pieces): each new token becomes a user-defined piece at the end of the
+model (sentencepiece always cuts such a piece out whole, whatever the model type), the embedding
+table [V,E] (E = embedding_size for ALBERT's factorised embedding) and the output bias grow by one
+row each, and the output directory receives the extended `.model`, the config
+(`albert_config.json` for ALBERT, as google-research/albert names it) and `bert_model.ckpt`.
 """
 
 from __future__ import annotations
@@ -15,9 +22,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import struct
 
 import keras
 import numpy as np
+import sentencepiece
 from absl import logging
 
 from bert_tf import tokenization
@@ -25,6 +34,7 @@ from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
                                        write_tf1_checkpoint)
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import BertConfig
 
 MODES = ("unused", "append")
@@ -76,6 +86,45 @@ def check_new_tokens(tokens: list[str], vocab: list[str],
     return new, present
 
 
+def check_new_pieces(tokens: list[str], pieces: list[str],
+                     do_lower_case: bool) -> tuple[list[str], list[str]]:
+    """(new, already present) for a SentencePiece model, rejecting pieces text never holds:
+    whitespace (text is split there), upper case when the input is lower-cased."""
+    known, new, present = set(pieces), [], []
+    for token in dict.fromkeys(tokens):
+        if not token or any(c.isspace() for c in token) or (do_lower_case and token != token.lower()):
+            raise UserError(f"token {token!r} can never be produced by the SentencePiece tokenizer "
+                            f"(do_lower_case={do_lower_case}): no whitespace"
+                            f"{', lower case only' if do_lower_case else ''}")
+        (present if token in known else new).append(token)
+    return new, present
+
+
+def _varint(value: int) -> bytes:
+    out = b""
+    while True:
+        low, value = value & 0x7F, value >> 7
+        if not value:
+            return out + bytes([low])
+        out += bytes([low | 0x80])
+
+
+def appended_pieces(model: bytes, tokens: list[str]) -> bytes:
+    """A serialized SentencePiece ModelProto with `tokens` as user-defined pieces at the end.
+
+    Written at the wire level (repeated field 1 `pieces`: a later occurrence appends), so no
+    generated protobuf module is needed: sentencepiece's own pins a protobuf runtime that
+    TensorFlow's environment may not have.
+    """
+    user_defined = 4  # ModelProto.SentencePiece.Type.USER_DEFINED
+    for token in tokens:
+        text = token.encode("utf-8")
+        piece = (b"\x0a" + _varint(len(text)) + text + b"\x15" + struct.pack("<f", 0.0)
+                 + b"\x18" + _varint(user_defined))
+        model += b"\x0a" + _varint(len(piece)) + piece
+    return model
+
+
 def _checkpoint_arrays(path: str, config: BertConfig) -> dict[str, np.ndarray]:
     """Every weight of a checkpoint under its TF1 name (optimizer state left out)."""
     kind, location = resolve_checkpoint(path)
@@ -90,35 +139,46 @@ def _checkpoint_arrays(path: str, config: BertConfig) -> dict[str, np.ndarray]:
     return {name: np.asarray(load()) for name, load in arrays.items()}
 
 
-def extend_vocabulary(init_checkpoint: str, vocab_file: str, config: BertConfig, new_tokens: list[str],
-                      output_dir: str, mode: str = "unused", do_lower_case: bool = True,
-                      seed: int = 12345) -> VocabExtension:
+def extend_vocabulary(init_checkpoint: str, vocab_file: str | None, config: BertConfig,
+                      new_tokens: list[str], output_dir: str, mode: str = "unused",
+                      do_lower_case: bool = True, seed: int = 12345,
+                      spm_model_file: str | None = None) -> VocabExtension:
     """Adds `new_tokens` to a checkpoint's vocabulary and writes the result to `output_dir`.
 
     Args:
       init_checkpoint: any checkpoint init_from_checkpoint accepts.
-      vocab_file: its vocab.txt.
-      config: its bert_config.json.
+      vocab_file: its vocab.txt (None with `spm_model_file`).
+      config: its bert_config.json (or albert_config.json).
       new_tokens: tokens to add; ones already in the vocabulary are skipped.
-      output_dir: receives vocab.txt, bert_config.json and bert_model.ckpt.*; must not be the
-        checkpoint's own directory.
+      output_dir: receives vocab.txt (or the extended `.model`), the config and bert_model.ckpt.*;
+        must not be the checkpoint's own directory.
       mode: "unused" (reuse `[unusedN]` slots) or "append" (grow the tables).
       do_lower_case: how the vocabulary is used; tokens the tokenizer could not produce are refused.
       seed: for the new embedding rows.
+      spm_model_file: its SentencePiece model, instead of `vocab_file` (append mode only).
 
     Returns:
       What was added where.
     """
     if mode not in MODES:
         raise UserError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    vocab = read_vocab_lines(vocab_file)
+    if (vocab_file is None) == (spm_model_file is None):
+        raise UserError("give exactly one of --vocab_file (WordPiece) and --spm_model_file "
+                        "(SentencePiece)")
+    if spm_model_file and mode != "append":
+        raise UserError(f"{spm_model_file}: a SentencePiece model has no [unusedN] pieces; "
+                        f"use --mode=append to grow the vocabulary")
+    source = spm_model_file or vocab_file
+    vocab = (list(tokenization.SentencePieceTokenizer(spm_model_file).vocab) if spm_model_file
+             else read_vocab_lines(vocab_file))
     if len(vocab) > config.vocab_size or (mode == "append" and len(vocab) != config.vocab_size):
-        raise UserError(f"{vocab_file} has {len(vocab)} tokens but vocab_size is {config.vocab_size}: "
-                         f"vocab.txt and bert_config.json do not belong together")
+        raise UserError(f"{source} has {len(vocab)} tokens but vocab_size is {config.vocab_size}: "
+                         f"the vocabulary and the model config do not belong together")
     _refuse_source_directory(init_checkpoint, output_dir)
-    new, present = check_new_tokens(new_tokens, vocab, do_lower_case)
+    check = check_new_pieces if spm_model_file else check_new_tokens
+    new, present = check(new_tokens, vocab, do_lower_case)
     if present:
-        logging.warning("already in %s, skipped: %s", vocab_file, " ".join(present))
+        logging.warning("already in %s, skipped: %s", source, " ".join(present))
     arrays = _checkpoint_arrays(init_checkpoint, config)
     if mode == "unused":
         vocab, added = _fill_unused_slots(vocab, new, vocab_file)
@@ -126,11 +186,26 @@ def extend_vocabulary(init_checkpoint: str, vocab_file: str, config: BertConfig,
         vocab, added = vocab + new, {token: len(vocab) + i for i, token in enumerate(new)}
         arrays.update(_grown_tables(arrays, len(new), config.initializer_range, seed))
         config = config.replace(vocab_size=len(vocab))
-    write_tf1_checkpoint(arrays, os.path.join(output_dir, "bert_model.ckpt"),
-                         {"vocab.txt": "".join(t + "\n" for t in vocab),
-                          "bert_config.json": config.to_json_string()})
+    config_name = "albert_config.json" if isinstance(config, AlbertConfig) else "bert_config.json"
+    files = {config_name: config.to_json_string()}
+    if spm_model_file:
+        files[os.path.basename(spm_model_file)] = _extended_model(spm_model_file, added)
+    else:
+        files["vocab.txt"] = "".join(t + "\n" for t in vocab)
+    write_tf1_checkpoint(arrays, os.path.join(output_dir, "bert_model.ckpt"), files)
     logging.info("added %d tokens (%s) to %s; vocab_size %d", len(added), mode, output_dir, len(vocab))
     return VocabExtension(mode, added, present, config.vocab_size)
+
+
+def _extended_model(spm_model_file: str, added: dict[str, int]) -> bytes:
+    """The model file with the `added` pieces, checked to load with exactly those ids."""
+    with open(spm_model_file, "rb") as f:
+        model = appended_pieces(f.read(), list(added))
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    ids = {token: processor.piece_to_id(token) for token in added}
+    if ids != added:  # a bug, not the user's input
+        raise RuntimeError(f"the extended SentencePiece model gives ids {ids}, expected {added}")
+    return model
 
 
 def _fill_unused_slots(vocab: list[str], new: list[str],

@@ -376,7 +376,22 @@ def _restored_run(task: Task, config: RunConfig, strategy: tf.distribute.Strateg
 
 def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strategy,
                    checkpoint: str | None, make_step: Callable) -> tuple[_Run, Callable]:
-    """The restored run and a tf.function running `make_step(task, model)` on every replica."""
+    """The restored run and a tf.function running `make_step(task, model)` on every replica.
+
+    A later call for the same task, strategy, dtype and step kind restores its checkpoint into
+    the model of the first and reuses that step: repeated evaluate()/predict() calls (after each
+    epoch, say) trace once. Only a call that restores a checkpoint of the run reuses a model, as
+    restoring overwrites every variable; an init_checkpoint may not (a head it lacks).
+    """
+    steps = getattr(task, "__dict__", {}).setdefault("_bert_tf_restored_steps", {})
+    key = (make_step, config.dtype)
+    path = checkpoint or tf.train.latest_checkpoint(config.output_dir)
+    cached = steps.get(key)
+    if path and cached and cached[2] is strategy:
+        run, distributed_step, _ = cached
+        run.config = config
+        run.restore(path)
+        return run, distributed_step
     run = _restored_run(task, config, strategy, checkpoint)
     with strategy.scope():
         step_fn = make_step(task, run.model)
@@ -386,6 +401,7 @@ def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strate
     @tf.function(autograph=False, reduce_retracing=True)
     def distributed_step(features):
         return strategy.run(step_fn, args=(features,))
+    steps[key] = (run, distributed_step, strategy)
     return run, distributed_step
 
 

@@ -48,6 +48,17 @@ def test_hugging_face_config_is_translated_with_the_erf_gelu():
         (30522, 384, 6, 12, 1536, 2)
 
 
+def test_a_hugging_face_config_given_as_bert_config_file_is_translated_too(tmp_path):
+    """`--bert_config_file=$M/config.json` gets what the directory alone gets; a
+    bert_config.json that happens to be called config.json keeps its own `gelu` (tanh)."""
+    given = model_config.resolve_model_config(os.path.join(MINILM_DIR, "config.json"))
+    assert given == model_config.resolve_model_config(None, MINILM_DIR)
+    assert given.hidden_act == "gelu_exact"
+    TINY.to_json_file(tmp_path / "config.json")
+    assert model_config.resolve_model_config(str(tmp_path / "config.json")) == TINY
+    assert TINY.hidden_act == "gelu"
+
+
 def test_bert_config_file_wins_over_the_checkpoint(google_dir, tmp_path):
     other = TINY.replace(hidden_size=48)
     other.to_json_file(tmp_path / "other.json")

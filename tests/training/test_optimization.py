@@ -1,4 +1,4 @@
-"""The optimizer against numpy re-implementations of REFERENCE.md's formulas, step by step."""
+"""The optimizer against numpy re-implementations of the original's formulas, step by step."""
 
 import keras
 import numpy as np
@@ -62,7 +62,7 @@ def numpy_clip(grads, clip_norm):
 
 
 def numpy_adamw(params, steps, lrs, decay, wd=0.01, b1=0.9, b2=0.999, eps=1e-6, clip_norm=1.0):
-    """REFERENCE.md: m, v without bias correction; u = m/(√v+ε) + wd·θ; θ −= lr·u."""
+    """The original: m, v without bias correction; u = m/(√v+ε) + wd·θ; θ −= lr·u."""
     params = [p.astype(np.float64) for p in params]
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params]

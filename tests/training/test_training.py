@@ -138,6 +138,43 @@ def test_predict_yields_every_example_in_input_order(trained, files):
                                rtol=1e-5, atol=1e-6)
 
 
+class _CountsTraces(pretraining_task.PretrainingTask):
+    """Counts forward passes run in Python: a tf.function runs them only while it traces."""
+
+    def __init__(self, bert_config):
+        super().__init__(bert_config)
+        self.traces = 0
+
+    def forward(self, model, features, training):
+        self.traces += 1
+        return super().forward(model, features, training)
+
+
+def test_repeated_evaluate_and_predict_reuse_one_trace(trained, files):
+    """A second evaluate()/predict() of the same task traces nothing new, and still evaluates
+    the checkpoint it is given (restored into the first call's model)."""
+    task, config, _ = trained
+    counting = _CountsTraces(task.bert_config)
+    eval_input = _input_fn(files["eval"], False)
+    latest = training.evaluate(counting, config, eval_input)
+    traced = counting.traces
+    assert traced >= 1
+    assert training.evaluate(counting, config, eval_input) == latest
+    earlier = training.evaluate(counting, config, eval_input,
+                                checkpoint=f"{config.output_dir}/ckpt-20")
+    assert counting.traces == traced
+    assert earlier["global_step"] == 20 and earlier["loss"] != latest["loss"]
+    assert earlier == training.evaluate(task, config, eval_input,
+                                        checkpoint=f"{config.output_dir}/ckpt-20")
+    assert training.evaluate(counting, config, eval_input) == latest
+    first = list(training.predict(counting, config, eval_input))
+    traced = counting.traces
+    second = list(training.predict(counting, config, eval_input))
+    assert counting.traces == traced and len(second) == EVAL_ROWS
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a["next_sentence_logits"], b["next_sentence_logits"])
+
+
 def test_a_finished_run_is_not_trained_again(trained, files):
     task, config, _ = trained
     assert training.train(task, config, _input_fn(files["train"], True)) == {"global_step": 40.0}

@@ -1,6 +1,6 @@
 """Documents -> pretraining instances -> masked features: the original's algorithm as pure functions.
 
-The steps are those of the original `create_pretraining_data.py` (REFERENCE.md, steps 2-5), with
+The steps are those of the original `create_pretraining_data.py` (chunking, segments, masking), with
 the random generators passed in:
 
 - `create_instances_from_document`: chunks a document's sentences up to a target length and splits
@@ -159,7 +159,8 @@ def create_instances(buffer: DocumentBuffer, options: InstanceOptions, dupe_fact
 
 def create_instances_from_document(buffer: DocumentBuffer, document_index: int, options: InstanceOptions,
                                    rng: random.Random) -> list[Instance]:
-    """The original's chunking of one document into (A, B) pairs (REFERENCE.md step 2-3).
+    """The original's chunking of one document into (A, B) pairs
+    (its `create_instances_from_document`).
 
     Args:
       buffer: all documents "random next" segments may be drawn from.
@@ -299,7 +300,7 @@ def unmasked_features(assembled: dict[str, np.ndarray], options: InstanceOptions
 def create_masked_lm_predictions(input_ids: np.ndarray, input_mask: np.ndarray, word_starts: np.ndarray,
                                  options: InstanceOptions, special: SpecialIds,
                                  rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Masks a batch of sequences (REFERENCE.md step 5).
+    """Masks a batch of sequences (the original's `create_masked_lm_predictions`).
 
     Args:
       input_ids: int32 [I, S] `[CLS] A [SEP] B [SEP]` + padding; input_mask: int32 [I, S].

@@ -1,6 +1,6 @@
 """Streaming pretraining-eval metrics (`eval_results.txt` is written by `bert_tf.training.log`).
 
-The metrics are those the original reports (REFERENCE.md, "Losses and metrics"), with the
+The metrics are those the original's `run_pretraining.py` reports (its `metric_fn`), with the
 streaming semantics of TF1 `tf.metrics.mean` / `tf.metrics.accuracy`: every metric is
 Σ w·x / Σ w accumulated over ALL batches (not a mean of per-batch means):
 

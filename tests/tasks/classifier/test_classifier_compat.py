@@ -181,11 +181,13 @@ def test_processor_trains_evaluates_predicts_and_exports(script_runs):
     assert (directory / "run" / "label_list.txt").read_text().split() == ["0", "1"]
     rows = [line.split("\t") for line in (directory / "run" / "test_results.tsv").read_text().splitlines()]
     assert len(rows) == 1 and len(rows[0]) == 2 and sum(map(float, rows[0])) == pytest.approx(1.0, abs=1e-5)
-    # The export gives the probabilities that --do_predict wrote.
+    # The export's ids-in signature gives the probabilities that --do_predict wrote (loading it
+    # needs the in-graph tokenizer's ops registered, as every export does).
+    import tensorflow_text  # noqa: F401
     exported = tf.saved_model.load(str(directory / "export"))
     schema = classifier_features.record_schemas.classifier_schema(13, regression=False)
     record = next(iter(tf.data.TFRecordDataset(str(directory / "run" / "predict.tf_record"))))
     features = schema.decode(record.numpy())
     inputs = {k: tf.constant(features[k][None], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
-    probabilities = exported.signatures[serving.SIGNATURE_KEY](**inputs)["probabilities"].numpy()
+    probabilities = exported.signatures[serving.IDS_SIGNATURE_KEY](**inputs)["probabilities"].numpy()
     np.testing.assert_allclose(probabilities[0], np.array(rows[0], np.float32), atol=1e-5)

@@ -4,6 +4,7 @@ import dataclasses
 import hashlib
 import importlib.resources
 import importlib.util
+import logging
 import os
 import pathlib
 import re
@@ -56,10 +57,26 @@ def _without_elapsed(lines):
 
 
 @NEEDS_BEAM
-def test_direct_runner_writes_the_local_records_and_summary(corpus, local, tmp_path):
+def test_the_local_runner_is_named_explicitly():
+    """No --runner, or the DirectRunner: Beam's FnApiRunner itself (the DirectRunner would first
+    try to download its Prism runner); any other runner is Beam's to build."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    from bert_tf.tasks.pretraining.beam import pipeline
+
+    for options in ([], ["--runner=DirectRunner", "--direct_num_workers=2"], ["--runner=direct"]):
+        assert isinstance(pipeline.local_runner(PipelineOptions(options)), fn_runner.FnApiRunner)
+    assert pipeline.local_runner(PipelineOptions(["--runner=FlinkRunner"])) is None
+
+
+@NEEDS_BEAM
+def test_direct_runner_writes_the_local_records_and_summary(corpus, local, tmp_path, caplog):
     local_files, local_summary = local
     out = str(tmp_path / "sub" / "beam.tfrecord@3")
-    summary = bert_beam.create_pretraining_data_on_beam(_config(corpus, out), "--runner=DirectRunner")
+    caplog.set_level(logging.INFO, logger="apache_beam")  # Beam's INFO lines would name Prism
+    summary = bert_beam.create_pretraining_data_on_beam(_config(corpus, out), "", beam_log_level=None)
+    assert not [r.getMessage() for r in caplog.records if "prism" in r.getMessage().lower()]
     beam_files = expand_output_files(out)
     assert local_summary.blocks == 4 and local_summary.instances > 100
     assert _multiset_hash(beam_files) == _multiset_hash(local_files)

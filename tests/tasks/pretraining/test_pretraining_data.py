@@ -162,7 +162,8 @@ def _record_statistics(path, seq, preds):
 
 
 def test_statistics_match_the_original_on_english(tmp_path):
-    """REFERENCE.md: ~106 tokens per instance, ~16% short, ~57% random next, 15.8 masked, 80/10/10."""
+    """The original on English: ~106 tokens per instance, ~16% short, ~57% random next,
+    15.8 masked, 80/10/10."""
     out = str(tmp_path / "stats.tfrecord")
     summary = create_pretraining_data(PretrainingDataConfig(
         input_file=CORPUS, output_file=out, vocab_file=VOCAB, dupe_factor=2, progress=False))

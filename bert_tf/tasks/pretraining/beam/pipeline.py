@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from bert_tf import filesystem
 from bert_tf.errors import EmptyInputError
@@ -128,6 +128,31 @@ def build_pipeline(pipeline: beam.Pipeline, config: PretrainingDataConfig, block
          | "SaveSummary" >> beam.Map(_write_json, summary_path(outputs)))
 
 
+# Beam's DirectRunner first tries its Prism runner, which it downloads on first use; on this
+# pipeline it then falls back to the FnApiRunner. Naming the FnApiRunner directly runs the same
+# thing without ever going to the network.
+LOCAL_RUNNER_NAMES = ("directrunner", "direct")
+
+
+def local_runner(options: PipelineOptions):
+    """The runner to pass to `beam.Pipeline`: Beam's Python FnApiRunner when the options name no
+    runner or the DirectRunner, else None (Beam builds the runner the options name).
+
+    The FnApiRunner honours `--direct_num_workers` and `--direct_running_mode` as the DirectRunner
+    does, and receives the options as the DirectRunner would hand them over.
+    """
+    name = options.view_as(StandardOptions).runner
+    if name is not None and (not isinstance(name, str) or name.lower() not in LOCAL_RUNNER_NAMES):
+        return None
+    from apache_beam.portability.api import beam_provision_api_pb2  # noqa: PLC0415
+    from apache_beam.runners.portability.fn_api_runner import fn_runner  # noqa: PLC0415
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle  # noqa: PLC0415
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+
+
 def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_options: str = "") -> Summary:
     """Converts text files into pretraining TFRecords with Beam (see the module docstring).
 
@@ -135,7 +160,8 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
       config: the script's flags (`num_workers` and `progress` are the local path's: Beam's
         parallelism and progress come from the runner).
       pipeline_options: Beam's own command-line options, e.g. "--runner=DataflowRunner
-        --project=P --region=R --temp_location=gs://B/tmp" (empty: DirectRunner).
+        --project=P --region=R --temp_location=gs://B/tmp" (empty or --runner=DirectRunner:
+        Beam's local FnApiRunner, see `local_runner`).
     Returns:
       The run's `Summary`, the same totals as the local path's. Bad flags and inputs raise
       ValueError/OSError naming the flag or file before the pipeline starts.
@@ -147,7 +173,7 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
     try:
         inputs, outputs, blocks = plan_run(config)
         pretraining_output.make_output_directories(outputs)
-        with beam.Pipeline(options=options) as pipeline:
+        with beam.Pipeline(runner=local_runner(options), options=options) as pipeline:
             build_pipeline(pipeline, config, blocks, outputs)
         summary = _read_summary(summary_path(outputs)) if blocks else Summary()
         if not summary.instances:
