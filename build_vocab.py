@@ -27,6 +27,9 @@ flags.DEFINE_integer("num_unused", 99, "[unusedN] placeholders after [PAD] (99 g
 flags.DEFINE_integer("min_frequency", 2, "A pair of pieces is merged only if it occurs this often.")
 flags.DEFINE_string("spm_model_prefix", None, "Also train a SentencePiece model of the same size: "
                     "writes <prefix>.model and <prefix>.vocab (use with --spm_model_file).")
+flags.DEFINE_float("spm_character_coverage", 0.99995, "Share of the text's characters the SentencePiece "
+                   "model keeps (ALBERT's recipe; SentencePiece's own default 0.9995 makes rarer "
+                   "symbols such as < > { } ~ $ % [UNK]). 1.0 keeps every character.")
 define_chinese_conversion_flag()
 
 
@@ -36,7 +39,7 @@ def main(argv):
         input_file=FLAGS.input_file, output_file=FLAGS.output_file, vocab_size=FLAGS.vocab_size,
         do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
         min_frequency=FLAGS.min_frequency, spm_model_prefix=FLAGS.spm_model_prefix,
-        chinese_conversion=FLAGS.chinese_conversion)
+        spm_character_coverage=FLAGS.spm_character_coverage, chinese_conversion=FLAGS.chinese_conversion)
     print("\n".join(summary_lines(build_vocab(config))))
 
 

@@ -19,7 +19,7 @@ import sys
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, run_lock
 from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier import task as classifier_task
 # The original's names for processors written against it (`from run_classifier import ...`).
@@ -42,6 +42,18 @@ flags.DEFINE_enum("file_format", "tsv", ["tsv", "csv"], "--task_name=custom: fil
 flags.DEFINE_list("label_list", None, "--task_name=custom: labels in output order (default: "
                   "the sorted labels of the training file).")
 flags.DEFINE_bool("regression", False, "--task_name=custom: a float score, trained with MSE.")
+flags.DEFINE_bool("multi_label", False, "--task_name=custom: each text has a set of labels, "
+                  "in --label_column split at --label_separator (or in --label_columns); one "
+                  "sigmoid per label, binary cross-entropy.")
+flags.DEFINE_string("label_separator", "|", "--multi_label: separator of the labels in "
+                    "--label_column (e.g. politics|science; an empty cell: no label).")
+flags.DEFINE_list("label_columns", None, "--multi_label: one 0/1 column per label (names, or "
+                  "0-based indices with --label_list), instead of --label_column.")
+flags.DEFINE_float("threshold", 0.5, "--multi_label: predict the labels whose probability is "
+                   "at least this.")
+flags.DEFINE_bool("tune_thresholds", False, "--multi_label: choose each label's threshold on the "
+                  "dev set (best F1) at each evaluation, save it in thresholds.json beside the "
+                  "checkpoints, and predict and export with it.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
 flags.DEFINE_string("processor", None, "Your own DataProcessor class, written for the original: "
                     "module.path:Class or path/to/file.py:Class (docs/migrating.md).")
@@ -49,6 +61,7 @@ training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_padding_flags()
 training_flags.define_finetuning_flags()
+training_flags.define_selection_flags("eval_accuracy; eval_pearson for regression")
 training_flags.define_flags()
 
 
@@ -59,11 +72,13 @@ def main(argv):
         custom_spec = (classification.load_task_spec(FLAGS.task_spec) if FLAGS.task_spec else
                        classification.spec_from_flags(
                            FLAGS.text_a_column, FLAGS.label_column, FLAGS.text_b_column,
-                           FLAGS.has_header, FLAGS.file_format, FLAGS.label_list, FLAGS.regression))
+                           FLAGS.has_header, FLAGS.file_format, FLAGS.label_list, FLAGS.regression,
+                           FLAGS.multi_label, FLAGS.label_separator, FLAGS.label_columns))
     options = training_flags.options_from_flags(FLAGS, classifier_task.ClassifierOptions,
                                                 custom_spec=custom_spec)
-    classifier_task.run_classifier(options, training_flags.run_config_from_flags(FLAGS),
-                                   training_flags.strategy_from_flags(FLAGS))
+    with run_lock.output_lock(FLAGS.output_dir):
+        classifier_task.run_classifier(options, training_flags.run_config_from_flags(FLAGS),
+                                       training_flags.strategy_from_flags(FLAGS))
 
 
 def run():

@@ -10,13 +10,15 @@ flags, and the tagging flags --data_format, --tag_scheme, --labels and the file 
     --max_seq_length=128 --train_batch_size=32 --learning_rate=5e-5 --num_train_epochs=3.0 \
     --output_dir=/tmp/ner_output
 
-Chinese, one character and its tag per line: add --data_format=char (docs/ner.md).
+Chinese, one character and its tag per line: add --data_format=char (docs/ner.md). BERT-CRF:
+add --crf (and --lstm_size=128 for BERT-BiLSTM-CRF); keep the best dev checkpoint: add
+--eval_every_epoch --best_metric=eval_f1.
 --export_dir=/tmp/ner_output/saved_model writes a SavedModel that tags raw text (docs/serving.md).
 """
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, run_lock
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
@@ -41,12 +43,22 @@ flags.DEFINE_string("test_file", "test.txt", "File to tag, in --data_dir (or a f
                     "may lack the tag column.")
 flags.DEFINE_integer("window_overlap", 32, "WordPieces that consecutive windows of a long "
                      "sentence share (at most half a window).")
+flags.DEFINE_bool("crf", False, "A linear-chain CRF over the word scores (learned "
+                  "transitions, Viterbi decoding) instead of a per-word softmax.")
+flags.DEFINE_integer("lstm_size", 0, "Units of each direction of a BiLSTM between the encoder "
+                     "and the tag scores (BERT-BiLSTM-CRF with --crf). 0: none.")
+flags.DEFINE_float("crf_learning_rate", None, "Peak learning rate of the CRF's scores (same "
+                   "warm-up and decay as --learning_rate; default: --learning_rate).")
+flags.DEFINE_enum("decode", "constrained", ["constrained", "argmax"], "constrained: the best "
+                  "tag sequence the --tag_scheme allows (no I-X after O, ...); argmax: each "
+                  "word's best tag on its own (may predict ill-formed spans).")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel that tags raw text here "
                     "(docs/serving.md).")
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_padding_flags()
 training_flags.define_finetuning_flags()
+training_flags.define_selection_flags(ner_task.DEFAULT_BEST_METRIC)
 training_flags.define_flags()
 
 
@@ -54,8 +66,9 @@ def main(argv):
     del argv
     options = training_flags.options_from_flags(
         FLAGS, ner_task.NerOptions, labels=tuple(FLAGS.labels) if FLAGS.labels else None)
-    ner_task.run_ner(options, training_flags.run_config_from_flags(FLAGS),
-                     training_flags.strategy_from_flags(FLAGS))
+    with run_lock.output_lock(FLAGS.output_dir):
+        ner_task.run_ner(options, training_flags.run_config_from_flags(FLAGS),
+                         training_flags.strategy_from_flags(FLAGS))
 
 
 def run():

@@ -15,7 +15,7 @@ the same command resumes from the latest checkpoint in --output_dir.
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, run_lock
 from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import flags as training_flags
 
@@ -50,8 +50,9 @@ flags.mark_flags_as_required(["input_file", "output_dir"])
 def main(argv):
     del argv
     options = training_flags.options_from_flags(FLAGS, pretraining_task.PretrainingOptions)
-    pretraining_task.run_pretraining(options, training_flags.run_config_from_flags(FLAGS),
-                                     training_flags.strategy_from_flags(FLAGS))
+    with run_lock.output_lock(FLAGS.output_dir):
+        pretraining_task.run_pretraining(options, training_flags.run_config_from_flags(FLAGS),
+                                         training_flags.strategy_from_flags(FLAGS))
 
 
 def run():

@@ -17,7 +17,7 @@ threshold on the predict file); see docs/squad.md.
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, run_lock
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.training import flags as training_flags
@@ -39,6 +39,7 @@ flags.DEFINE_string("null_score_diff_threshold", "0.0", "Predict no answer when 
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_finetuning_flags(with_eval=False)
+training_flags.define_selection_flags("f1 (the --predict_file's, which needs answers)")
 training_flags.define_flags()
 
 
@@ -47,8 +48,9 @@ def main(argv):
     options = training_flags.options_from_flags(
         FLAGS, squad_task.SquadOptions,
         null_score_diff_threshold=squad_task.parse_threshold(FLAGS.null_score_diff_threshold))
-    results = squad_task.run_squad(options, training_flags.run_config_from_flags(FLAGS),
-                                   training_flags.strategy_from_flags(FLAGS))
+    with run_lock.output_lock(FLAGS.output_dir):
+        results = squad_task.run_squad(options, training_flags.run_config_from_flags(FLAGS),
+                                       training_flags.strategy_from_flags(FLAGS))
     for key, value in sorted(results.get("eval", {}).items()):
         print(f"{key} = {value}")
 

@@ -38,7 +38,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
     py_modules=sorted(set(SCRIPTS.values())),
-    install_requires=["numpy>=1.23", "sentencepiece>=0.1.99", "absl-py>=1.0"],
+    # filelock: one run per output directory (bert_tf/run_lock.py), in every script; 4.x starts
+    # over when the file it locked was unlinked meanwhile, so deleting it at release is safe.
+    install_requires=["numpy>=1.23", "sentencepiece>=0.1.99", "absl-py>=1.0", "filelock>=4.0"],
     extras_require={
         "cpu": ["tensorflow-cpu>=2.16"],
         "gpu": ["tensorflow[and-cuda]>=2.16"],
@@ -48,7 +50,7 @@ setup(
         "chinese": ["opencc>=1.1.6", "jieba>=0.42"],
         # import-linter: the layout's import contracts (.importlinter), checked by the suite.
         "test": ["pytest>=7", "torch>=2.1", "transformers>=4.40", "safetensors>=0.4",
-                 "import-linter>=2.17"],
+                 "import-linter>=2.17", "pytorch-crf>=0.7", "scikit-learn>=1.3"],
         # create_pretraining_data.py --runner=beam (DirectRunner, Flink, Spark; Dataflow and gs://
         # need apache-beam[gcp]). Beam caps protobuf below 7; TensorFlow 2.21 takes 6.31.1 and up.
         "beam": ["apache-beam>=2.60"],

@@ -27,6 +27,7 @@ sees a partial output under its final name either way.
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import importlib
 import importlib.util
@@ -34,7 +35,7 @@ import os
 import posixpath
 import re
 import shutil
-from typing import IO, Sequence
+from typing import IO, Iterator, Sequence
 
 from bert_tf.errors import MissingFileError, UnreadableFileError, UserError
 
@@ -186,6 +187,46 @@ def delete_tree(directory: str) -> None:
         backend.delete_files(files)
     if backend.exists(directory):
         backend.delete_files([directory])
+
+
+# Byte-order marks of the encodings that UTF-8 decoding would turn into other text; UTF-32's come
+# first (UTF-32-LE's starts with UTF-16-LE's).
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32-LE"), (b"\x00\x00\xfe\xff", "UTF-32-BE"),
+              (b"\xff\xfe", "UTF-16-LE"), (b"\xfe\xff", "UTF-16-BE"))
+
+
+def check_text_encoding(path: str, head: bytes, flag: str) -> None:
+    """Raises `UserError` if a text file's first bytes say UTF-16 or UTF-32 rather than UTF-8.
+
+    A UTF-16/32 byte-order mark, or NUL bytes (ASCII text in UTF-16/32 without a mark), mean the
+    text would be decoded as other words (UTF-8 decoding drops or garbles them without an error).
+
+    Args:
+      path: the file, named in the message.
+      head: its first bytes (a few KB are enough).
+      flag: the flag that named the file.
+    """
+    encoding = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+    if encoding is None and b"\x00" in head:
+        encoding = "UTF-16 or UTF-32 (it holds NUL bytes)"
+    if encoding is not None:
+        raise UserError(f"{flag}: {path}: the text is {encoding}, not UTF-8; convert it first, "
+                        f"e.g. iconv -f UTF-16 -t UTF-8 {path} > {path}.utf8")
+
+
+@contextlib.contextmanager
+def writing(path: str) -> Iterator[None]:
+    """Gives the `OSError`s raised inside it `path` as their file name when they have none.
+
+    `write()` and `close()` report a full disk (ENOSPC) or a quota (EDQUOT) without a path;
+    with the path, `bert_tf.cli` prints `error: <path>: No space left on device`.
+    """
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None and e.errno is not None:
+            raise OSError(e.errno, e.strerror or str(e), path) from e
+        raise
 
 
 # --------------------------------------------------------------------------- backends

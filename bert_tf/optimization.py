@@ -25,7 +25,7 @@ See docs/optimization.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import keras
 import tensorflow as tf
@@ -141,6 +141,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
                  beta_2: float = 0.999, epsilon: float = 1e-6,
                  exclude_from_weight_decay: Sequence[str] | None = None,
                  clip_norm: float | None = 1.0, fuse_update: bool = True,
+                 learning_rate_multipliers: Mapping[str, float] | None = None,
                  name: str | None = None, **kwargs):
         for arg in ("weight_decay", "global_clipnorm", "clipnorm", "clipvalue"):
             if kwargs.get(arg) is not None:
@@ -162,6 +163,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
             else exclude_from_weight_decay)
         self.clip_norm = None if clip_norm is None or clip_norm <= 0 else float(clip_norm)
         self.fuse_update = bool(fuse_update)
+        self.learning_rate_multipliers = dict(learning_rate_multipliers or {})
 
     def build(self, var_list):
         if self.built:
@@ -174,6 +176,10 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         self._weight_decays = [
             0.0 if matches_any(v, self.exclude_from_weight_decay_patterns)
             else self.weight_decay_rate for v in var_list]
+        # The first pattern found in a variable's path scales its rate (e.g. a CRF's scores).
+        self._rate_factors = [
+            next((factor for pattern, factor in self.learning_rate_multipliers.items()
+                  if matches_any(v, [pattern])), 1.0) for v in var_list]
         self.gradient_norm = tf.Variable(
             0.0, trainable=False, name="gradient_norm",
             synchronization=tf.VariableSynchronization.ON_READ,
@@ -213,6 +219,8 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
         function, options = self._update_function(index)
+        if self._rate_factors[index] != 1.0:
+            learning_rate = learning_rate * self._rate_factors[index]
         if self.fuse_update:
             function = _FUSED[function]
         new_values = function(
@@ -232,6 +240,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1,
                       beta_2=self.beta_2, epsilon=self.epsilon, clip_norm=self.clip_norm,
                       fuse_update=self.fuse_update,
+                      learning_rate_multipliers=dict(self.learning_rate_multipliers),
                       exclude_from_weight_decay=list(self.exclude_from_weight_decay_patterns))
         return config
 
@@ -249,6 +258,8 @@ class AdamWeightDecay(_BertOptimizer):
         clip_norm: global-norm clip of the replica-summed gradients; None or 0 disables.
         fuse_update: compile each variable's update with XLA (one pass over θ, m, v, g; same
             arithmetic); False runs it as separate TensorFlow ops (where XLA is unavailable).
+        learning_rate_multipliers: {substring of a variable path: factor}; those variables
+            update at factor × the scheduled rate (run_ner.py --crf_learning_rate).
         name: optimizer name (default: the class name).
         **kwargs: other Keras optimizer arguments (`gradient_accumulation_steps`, ...).
     """

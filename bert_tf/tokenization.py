@@ -48,12 +48,16 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 DEFAULT_CACHE_SIZE = 200_000
 
 def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, int]":
-    """Reads `vocab.txt`: one token per line, id = line number (surrounding whitespace stripped)."""
+    """Reads `vocab.txt`: one token per line, id = line number (surrounding whitespace stripped).
+
+    A token on two lines (blank lines aside), an empty file and a UTF-16/32 file are refused with
+    the file named.
+    """
     path = os.fspath(vocab_file)
     try:
         if filesystem.scheme(path):  # gs://, s3://, ...
             with filesystem.open_read(path) as f:
-                entries = _vocab_entries(f.read())
+                entries = _vocab_entries(f.read(), path)
         else:
             stat = os.stat(path)
             entries = _local_vocab_entries(path, stat.st_size, stat.st_mtime_ns)
@@ -61,29 +65,66 @@ def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, i
         raise MissingFileError(f"{vocab_file}: vocabulary file not found (check --vocab_file)") from None
     if not entries:
         raise UserError(f"{vocab_file}: vocabulary file is empty")
-    return collections.OrderedDict(entries)
+    vocab = collections.OrderedDict(zip(entries, itertools.count()))
+    # Blank lines (the empty token, which text never produces) keep their ids, as the original's.
+    if len(vocab) != len(entries) and len(set(entries) - {""}) != len(entries) - entries.count(""):
+        raise UserError(f"{vocab_file}: {_duplicates(entries)}; each token must be on one line "
+                        "only (a repeated token leaves an id that is never used, and the ids "
+                        "reach past the model's vocab_size)")
+    return vocab
+
+
+def _duplicates(tokens: tuple[str, ...]) -> str:
+    """'2 repeated tokens, e.g. 'x' on lines 5 and 9' (one-based line numbers)."""
+    first_line: dict[str, int] = {}
+    repeats = []
+    for line, token in enumerate(tokens, 1):
+        if token and token in first_line:
+            repeats.append((token, first_line[token], line))
+        first_line.setdefault(token, line)
+    token, first, again = repeats[0]
+    return f"{len(repeats)} repeated tokens, e.g. {token!r} on lines {first} and {again}"
+
+
+def check_special_tokens(vocab, needed: Iterable[str], source: str, purpose: str) -> None:
+    """Raises `UserError` naming `source` if `vocab` lacks any of the `needed` tokens."""
+    missing = [token for token in needed if token not in vocab]
+    if missing:
+        raise UserError(f"{source}: the vocabulary lacks {', '.join(missing)}, which {purpose} "
+                        "needs; use the vocabulary the model was trained with (or build one "
+                        "with build_vocab.py)")
+
+
+def check_vocab_size(vocab, vocab_size: int, source: str) -> None:
+    """Raises `UserError` if the vocabulary has ids the model's embedding table lacks."""
+    size = max(vocab.values()) + 1  # blank lines hold ids too
+    if size > vocab_size:
+        raise UserError(f"{source}: {size} tokens, but the model's config has vocab_size "
+                        f"{vocab_size}: ids from {vocab_size} on have no embedding; use the "
+                        "vocabulary the model was trained with (or a config that fits it)")
 
 
 @functools.lru_cache(maxsize=4)
-def _local_vocab_entries(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, int], ...]:
+def _local_vocab_entries(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
     # Keyed by size and modification time, so an edited file is read again. A data-conversion run
     # reads the vocabulary to check it, then in every worker: forked workers inherit this cache.
     del size, mtime_ns
     with open(path, "rb") as f:
-        return _vocab_entries(f.read())
+        return _vocab_entries(f.read(), path)
 
 
-def _vocab_entries(data: bytes) -> tuple[tuple[str, int], ...]:
-    """(token, id) of each line of the raw file, as reading it line by line gives them.
+def _vocab_entries(data: bytes, path: str = "") -> tuple[str, ...]:
+    """The token of each line of the raw file (stripped), as reading it line by line gives them.
 
     Decoding the whole file at once drops the same invalid bytes as decoding each line: a newline
-    byte is never part of a multi-byte UTF-8 sequence. A repeated token keeps its last id.
+    byte is never part of a multi-byte UTF-8 sequence. A UTF-16/32 file is refused.
     """
+    filesystem.check_text_encoding(path, data[:4096], "--vocab_file")
     lines = data.split(b"\n")
     if lines and not lines[-1]:  # a final newline ends the last line, it does not start one
         lines.pop()
     tokens = convert_to_unicode(b"\n".join(lines)).split("\n") if lines else []
-    return tuple(dict(zip(map(str.strip, tokens), itertools.count())).items())
+    return tuple(map(str.strip, tokens))
 
 
 def whitespace_tokenize(text: str) -> list[str]:
@@ -271,6 +312,7 @@ class FullTokenizer(_VocabConversions):
     def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True, fast: bool = True,
                  cache_size: int = DEFAULT_CACHE_SIZE):
         self.vocab = load_vocab(vocab_file)
+        check_special_tokens(self.vocab, [UNK_TOKEN], os.fspath(vocab_file), "WordPiece")
         self.inv_vocab = {index: token for token, index in self.vocab.items()}
         self.do_lower_case = do_lower_case
         self.fast = fast

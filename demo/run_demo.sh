@@ -110,4 +110,12 @@ python predict.py --export_dir="$OUT/features_savedmodel" --input_file="$OUT/raw
   --output_file="$OUT/features_raw.jsonl"
 python -c "import json,sys; [print(r['tokens'][:r['length']], 'mean of', len(r['mean']), 'values') for r in map(json.loads, open(sys.argv[1]))]" "$OUT/features_raw.jsonl"
 
+step "9. The same tagger with a CRF (learned transitions, Viterbi), keeping the best dev checkpoint"
+python run_ner.py --data_dir="$DATA/ner" --output_dir="$OUT/ner_crf" --do_train --do_predict \
+  --crf --crf_learning_rate=5e-3 --eval_every_epoch --best_metric=eval_f1 \
+  --early_stopping_patience=2 --train_batch_size=32 --num_train_epochs=6 --max_seq_length=64 \
+  --learning_rate=5e-4 "${COMMON[@]}"
+cat "$OUT/ner_crf/best/eval_results.txt"
+head -n 12 "$OUT/ner_crf/test_predictions.txt"
+
 step "Done: outputs are under $OUT/"

@@ -13,6 +13,7 @@ Variables by attribute path (original TF1 names on the right; kernels [in,out], 
   classifier.output_weights, .output_bias  [num_labels,H],[num_labels]  output_weights, output_bias
   span.output_weights, .output_bias        [2,H],[2]  cls/squad/*
   token_classifier.output_weights, .output_bias  [num_labels,H],[num_labels]  (not in the original)
+  crf.transitions, .start_scores, .end_scores  [C,C],[C],[C]  (run_ner.py --crf)
 
 The heads do not autocast their own variables: biases and small weight matrices stay float32;
 only the masked-LM transform and vocabulary matmul run in the compute dtype.
@@ -96,8 +97,10 @@ class NextSentence(_OutputWeights):
 class Classifier(_OutputWeights):
     """dropout 0.1 on pooled_output [B,H] → float32 logits [B,num_labels]."""
 
-    def __init__(self, config: BertConfig, num_labels: int, **kwargs):
-        super().__init__(config.hidden_size, num_labels, FINE_TUNING_INITIALIZER_RANGE, **kwargs)
+    def __init__(self, config: BertConfig, num_labels: int, input_size: int | None = None,
+                 **kwargs):
+        super().__init__(input_size or config.hidden_size, num_labels,
+                         FINE_TUNING_INITIALIZER_RANGE, **kwargs)
         self.dropout = keras.layers.Dropout(CLASSIFIER_DROPOUT, dtype=self.dtype_policy)
 
     def call(self, pooled_output: tf.Tensor, training=False) -> tf.Tensor:
@@ -118,5 +121,30 @@ class Span(_OutputWeights):
 class TokenClassifier(Classifier):
     """dropout 0.1 on sequence_output [B,S,H] → float32 logits [B,S,num_labels] (e.g. NER).
 
-    The classifier head applied to every token (its matmul takes any leading shape).
+    The classifier head applied to every token (its matmul takes any leading shape);
+    `input_size` is the width of what it reads (H, or 2×lstm_size above a BiLSTM).
     """
+
+    # Above a BiLSTM its input carries the padding mask; the logits at padding are never read.
+    supports_masking = True
+
+
+class CrfScores(keras.layers.Layer):
+    """A linear-chain CRF's learned scores (float32, zeros at first; see `bert_tf.model.crf`):
+    `transitions` [C,C] (tag j after tag i at [i, j]), `start_scores` [C], `end_scores` [C]."""
+
+    def __init__(self, num_labels: int, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+        self.transitions = self.add_weight(shape=(num_labels, num_labels), initializer="zeros",
+                                           name="transitions")
+        self.start_scores = self.add_weight(shape=(num_labels,), initializer="zeros",
+                                            name="start_scores")
+        self.end_scores = self.add_weight(shape=(num_labels,), initializer="zeros",
+                                          name="end_scores")
+        self.built = True
+
+    def scores(self) -> dict[str, tf.Tensor]:
+        """{"transitions", "start_scores", "end_scores"}: the variables as tensors."""
+        return {"transitions": tf.convert_to_tensor(self.transitions),
+                "start_scores": tf.convert_to_tensor(self.start_scores),
+                "end_scores": tf.convert_to_tensor(self.end_scores)}

@@ -97,19 +97,36 @@ class SpanModel(_EncoderModel):
 
 
 class TokenClassifierModel(_EncoderModel):
-    """Per-token classification (NER tagging)."""
+    """Per-token classification (NER tagging); optionally a bidirectional LSTM of `lstm_size`
+    units each way between the encoder and the classifier, and a CRF's scores (`crf`)."""
 
     def __init__(self, config: BertConfig, num_labels: int, dtype=None,
-                 name: str = "token_classifier_model", **kwargs):
+                 name: str = "token_classifier_model", lstm_size: int = 0, crf: bool = False,
+                 **kwargs):
         super().__init__(config, dtype=dtype, name=name, **kwargs)
-        self.token_classifier = heads.TokenClassifier(config, num_labels, name="token_classifier",
-                                                      dtype=self.dtype_policy)
+        self.lstm = None
+        if lstm_size:
+            self.lstm = keras.layers.Bidirectional(
+                keras.layers.LSTM(lstm_size, return_sequences=True), name="lstm",
+                dtype=self.dtype_policy)
+            self.lstm.build((None, None, config.hidden_size))
+        self.token_classifier = heads.TokenClassifier(
+            config, num_labels, input_size=2 * lstm_size or None, name="token_classifier",
+            dtype=self.dtype_policy)
+        self.crf = heads.CrfScores(num_labels, name="crf") if crf else None
         self.built = True
 
     def call(self, features: dict, training=False) -> dict:
-        """→ `logits` [B,S,num_labels] (float32)."""
-        sequence = self.encoder(features, training=training)["sequence_output"]
-        return {"logits": self.token_classifier(sequence, training=training)}
+        """→ `logits` [B,S,num_labels] (float32), with a CRF also its `transitions` [C,C],
+        `start_scores` [C] and `end_scores` [C]."""
+        sequence = self.encoder(features, training=training)["sequence_output"]  # [B,S,H]
+        if self.lstm is not None:
+            sequence = self.lstm(sequence, mask=tf.cast(features["input_mask"], tf.bool),
+                                 training=training)  # [B,S,2·lstm_size]
+        outputs = {"logits": self.token_classifier(sequence, training=training)}
+        if self.crf is not None:
+            outputs.update(self.crf.scores())
+        return outputs
 
 
 def pretraining_model(config: BertConfig, dtype=None) -> PretrainingModel:
@@ -124,5 +141,6 @@ def span_model(config: BertConfig, dtype=None) -> SpanModel:
     return SpanModel(config, dtype=dtype)
 
 
-def token_classifier_model(config: BertConfig, num_labels: int, dtype=None) -> TokenClassifierModel:
-    return TokenClassifierModel(config, num_labels, dtype=dtype)
+def token_classifier_model(config: BertConfig, num_labels: int, dtype=None, lstm_size: int = 0,
+                           crf: bool = False) -> TokenClassifierModel:
+    return TokenClassifierModel(config, num_labels, dtype=dtype, lstm_size=lstm_size, crf=crf)

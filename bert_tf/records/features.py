@@ -22,8 +22,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from bert_tf import filesystem
 from bert_tf.errors import UserError
-from bert_tf.records import tfrecord
+from bert_tf.records import file_checks, tfrecord
 
 INT64 = "int64"
 FLOAT32 = "float32"
@@ -174,15 +175,22 @@ class Schema:
 _Block = tuple  # (bytes uint8 [R, w], valid bool [R, w] or None)
 
 
-def write_records(path: str, features: dict[str, np.ndarray], schema: Schema) -> None:
-    """Writes packed features as a TFRecord file, atomically (temp name, then rename)."""
+def write_records(path: str, features: dict[str, np.ndarray], schema: Schema) -> dict:
+    """Writes packed features as a TFRecord file, atomically (temp name, then rename).
+
+    Returns:
+      The file's `file_checks.Summary` as a dict (bytes, CRC-32, records), to check it on reuse.
+    """
     values = {name: array.reshape(len(array), -1) for name, array in features.items()}
     data, offsets = schema.encode_batch(values)
     framed, _ = tfrecord.frame_records(data, offsets)
+    summary = file_checks.Summary()
+    summary.update(framed, len(offsets) - 1)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with filesystem.writing(tmp), open(tmp, "wb") as f:
         f.write(framed.tobytes())
     os.replace(tmp, path)
+    return summary.as_dict()
 
 
 def _varint_block(values: np.ndarray) -> tuple[_Block, np.ndarray]:
@@ -341,10 +349,12 @@ def to_tf_example(values: Mapping[str, Sequence[float] | np.ndarray], max_seq_le
 
 
 # ------------------------------------------------------------------ classifier (run_classifier.py)
-def classifier_schema(max_seq_length: int, regression: bool = False) -> Schema:
+def classifier_schema(max_seq_length: int, regression: bool = False,
+                      multi_label_width: int = 0) -> Schema:
     """Sentence (pair) classification records, the original's run_classifier.py layout.
 
-    `label_ids` is the class index, or the float score of a regression task (STS-B);
+    `label_ids` is the class index, or the float score of a regression task (STS-B), or for a
+    multi-label task (`multi_label_width` labels) one 0/1 per label;
     `is_real_example` is 0 for the rows that only pad the last eval/predict batch.
     """
     seq = dict(length=max_seq_length, flag="max_seq_length")
@@ -352,7 +362,8 @@ def classifier_schema(max_seq_length: int, regression: bool = False) -> Schema:
         Feature("input_ids", **seq),
         Feature("input_mask", **seq),
         Feature("segment_ids", **seq),
-        Feature("label_ids", length=1, dtype=FLOAT32 if regression else INT64),
+        Feature("label_ids", length=multi_label_width or 1,
+                dtype=FLOAT32 if regression else INT64),
         Feature("is_real_example", length=1),
     ])
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
+import io
 import os
 import tempfile
 from typing import Callable, Iterable, Iterator, Sequence
@@ -29,7 +30,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import sentencepiece
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import filesystem, tokenization
 from bert_tf.errors import UserError
 from bert_tf.filesystem import expand_input_patterns
 from bert_tf.text import fast_basic
@@ -42,6 +43,9 @@ MAX_ALPHABET_SHARE = 0.5
 
 # SentencePiece trains on a random sample of at most this many lines (it holds them in memory).
 SPM_MAX_SENTENCES = 5_000_000
+# ALBERT's spm_train recipe; SentencePiece's default (0.9995) drops characters such as < > { } ~ $ %
+# that English text holds tens to hundreds of times per million characters.
+SPM_CHARACTER_COVERAGE = 0.99995
 
 Pair = tuple[str, str]
 
@@ -57,6 +61,7 @@ class VocabBuildConfig:
     num_unused: int = 99
     min_frequency: int = 2
     spm_model_prefix: str | None = None
+    spm_character_coverage: float = SPM_CHARACTER_COVERAGE
     chinese_conversion: str = "none"  # t2s / s2t applied to every line (bert_tf.text.chinese.conversion)
 
     def __post_init__(self):
@@ -68,6 +73,8 @@ class VocabBuildConfig:
                              f"{reserved} special entries; raise it or lower --num_unused")
         if self.min_frequency < 1:
             raise UserError(f"--min_frequency must be >= 1, got {self.min_frequency}")
+        if not 0 < self.spm_character_coverage <= 1:
+            raise UserError(f"--spm_character_coverage must be in (0, 1], got {self.spm_character_coverage}")
 
 
 def read_lines(files: Sequence[str], convert: Callable[[str], str] | None = None) -> Iterator[str]:
@@ -98,13 +105,24 @@ def count_basic_tokens(word_counts: collections.Counter, do_lower_case: bool) ->
 
 
 def _alphabet(token_counts: collections.Counter, budget: int) -> list[str]:
-    """Character forms (`c` at a word start, `##c` inside) by frequency, at most `budget`."""
+    """Character forms (`c` at a word start, `##c` inside) by frequency, at most `budget`.
+
+    A character is kept with both of the forms it occurs in, or not at all: the cut never keeps
+    `##b` without `b` (a word starting with b would become [UNK] although `##b` is kept).
+    """
     forms: collections.Counter = collections.Counter()
     for token, count in token_counts.items():
         forms[token[0]] += count
         for char in token[1:]:
             forms["##" + char] += count
-    ranked = sorted(forms, key=lambda form: (-forms[form], form))[:budget]
+    ranked = sorted(forms, key=lambda form: (-forms[form], form))
+    kept: set[str] = set()
+    for form in ranked:
+        char = form.removeprefix("##")
+        unit = {form} | {other for other in (char, "##" + char) if other in forms}
+        if not unit <= kept and len(kept | unit) <= budget:
+            kept |= unit
+    ranked = [form for form in ranked if form in kept]
     # Word-start forms first, then ## forms, each most frequent first.
     return [f for f in ranked if not f.startswith("##")] + [f for f in ranked if f.startswith("##")]
 
@@ -239,27 +257,43 @@ def write_vocab(vocab: Sequence[str], path: str) -> None:
 
 
 def train_sentencepiece(lines: Iterable[str], model_prefix: str, vocab_size: int,
-                        do_lower_case: bool) -> str:
+                        do_lower_case: bool,
+                        character_coverage: float = SPM_CHARACTER_COVERAGE) -> str:
     """Trains a unigram SentencePiece model with BERT's special pieces; returns the .model path.
 
     `[PAD]`=0 and `[UNK]`=1, `[CLS] [SEP] [MASK]` as control symbols (ids 2-4, never produced from
     text); no BOS/EOS. `vocab_size` is a soft limit, so a small text gives a smaller model rather
-    than an error. `<prefix>.model` and `<prefix>.vocab` appear atomically.
+    than an error. `character_coverage`: the share of the text's characters the model keeps
+    (ALBERT's recipe: 0.99995; SentencePiece's own default 0.9995 turns `< > { } ~ $ %` of English
+    text into [UNK]). `<prefix>.model` and `<prefix>.vocab` appear atomically, and the same text
+    and flags give the same bytes (the model is written from memory: no temporary path is stored
+    in it).
     """
     directory = os.path.dirname(os.path.abspath(model_prefix))
     os.makedirs(directory, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".spm-") as temp:
-        temp_prefix = os.path.join(temp, "model")
-        stripped = (line.strip() for line in lines)
-        sentences = (line.lower() if do_lower_case else line for line in stripped if line)
-        sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=sentences, model_prefix=temp_prefix, vocab_size=vocab_size,
-            model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]",
-            unk_piece="[UNK]", control_symbols="[CLS],[SEP],[MASK]", hard_vocab_limit=False,
-            input_sentence_size=SPM_MAX_SENTENCES, shuffle_input_sentence=True, minloglevel=2)
-        for suffix in (".model", ".vocab"):
-            os.replace(temp_prefix + suffix, model_prefix + suffix)
+    stripped = (line.strip() for line in lines)
+    sentences = (line.lower() if do_lower_case else line for line in stripped if line)
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=sentences, model_writer=model, vocab_size=vocab_size,
+        model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]",
+        unk_piece="[UNK]", control_symbols="[CLS],[SEP],[MASK]", hard_vocab_limit=False,
+        character_coverage=character_coverage, input_sentence_size=SPM_MAX_SENTENCES,
+        shuffle_input_sentence=True, minloglevel=2)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+    # spm_train's .vocab: piece, tab, score as C++ prints a float (6 significant digits).
+    vocab = "".join(f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n"
+                    for i in range(processor.get_piece_size()))
+    _write_atomically(model_prefix + ".model", model.getvalue())
+    _write_atomically(model_prefix + ".vocab", vocab.encode("utf-8"))
     return model_prefix + ".model"
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with filesystem.writing(tmp), open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def build_vocab(config: VocabBuildConfig) -> dict:
@@ -286,7 +320,7 @@ def build_vocab(config: VocabBuildConfig) -> dict:
              **vocab_stats(tokenizer, word_counts)}
     if config.spm_model_prefix:
         model = train_sentencepiece(read_lines(files, convert), config.spm_model_prefix, config.vocab_size,
-                                    config.do_lower_case)
+                                    config.do_lower_case, config.spm_character_coverage)
         stats["spm_model_file"] = model
         stats["spm_vocab_size"] = len(tokenization.SentencePieceTokenizer(model).vocab)
     return stats

@@ -16,10 +16,11 @@ import os
 from typing import Iterable, Mapping, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import filesystem, tokenization
 from bert_tf.checkpoints import model_config
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
@@ -52,6 +53,12 @@ class FinetuningOptions:
     chinese_conversion: str = "none"  # t2s / s2t before tokenizing (bert_tf.text.chinese.conversion)
     dynamic_padding: bool = True
     group_by_length: bool = False
+    # Evaluation during training (bert_tf.training.best_checkpoint; training_flags.define_selection_flags).
+    eval_every_n_steps: int = 0
+    eval_every_epoch: bool = False
+    best_metric: str | None = None
+    early_stopping_patience: int = 0
+    predict_from: str = "best"
 
     def trim_features(self, names: Sequence[str] = MODEL_INPUTS) -> tuple[str, ...]:
         """The [B,S] features the input pipelines trim to each batch's longest sequence
@@ -68,17 +75,26 @@ class FinetuningOptions:
         """The files that define the tokenizer (for the fingerprints of cached records)."""
         return [path for path in (self.vocab_file, self.spm_model_file) if path]
 
-    def create_tokenizer(self, init_checkpoint: str | None = None
+    def create_tokenizer(self, init_checkpoint: str | None = None, bert_config: BertConfig | None = None
                          ) -> tokenization.FullTokenizer | tokenization.SentencePieceTokenizer:
         """The run's tokenizer; warns, as the original does, when `do_lower_case` contradicts the
-        casing that `init_checkpoint`'s name announces (`uncased_...` / `cased_...`)."""
+        casing that `init_checkpoint`'s name announces (`uncased_...` / `cased_...`).
+
+        Raises:
+          UserError: naming the vocabulary when it lacks [CLS] or [SEP] (every task packs them)
+            or holds more tokens than `bert_config.vocab_size`.
+        """
         from bert_tf.text.chinese.conversion import with_conversion
 
         tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
-        return with_conversion(tokenization.create_tokenizer(vocab_file=self.vocab_file,
-                                                             spm_model_file=self.spm_model_file,
-                                                             do_lower_case=self.do_lower_case),
-                               self.chinese_conversion)
+        tokenizer = tokenization.create_tokenizer(vocab_file=self.vocab_file,
+                                                  spm_model_file=self.spm_model_file,
+                                                  do_lower_case=self.do_lower_case)
+        source = self.vocab_file or self.spm_model_file
+        tokenization.check_special_tokens(tokenizer.vocab, ["[CLS]", "[SEP]"], source, "fine-tuning")
+        if bert_config is not None:
+            tokenization.check_vocab_size(tokenizer.vocab, bert_config.vocab_size, source)
+        return with_conversion(tokenizer, self.chinese_conversion)
 
     def load_bert_config(self, run_config: training.RunConfig) -> BertConfig:
         """The model's config: --bert_config_file, else the checkpoint's or the run's own."""
@@ -136,7 +152,7 @@ def epochs_run_config(run_config: training.RunConfig, options: FinetuningOptions
 def write_lines(path: str, lines: Iterable[str]) -> None:
     """Writes `lines` (each ending in a newline) to the local `path`: a temp name, then rename."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
         f.writelines(lines)
     os.replace(tmp, path)
 
@@ -149,7 +165,13 @@ def write_label_list(output_dir: str, labels: Sequence[str]) -> str:
 
 
 def write_results(path: str, results: Mapping[str, object]) -> None:
-    """`key = value` lines in key order (the original's eval_results.txt), also logged."""
+    """`key = value` lines in key order (the original's eval_results.txt), also logged.
+
+    Floats are written as float32, as the original's Estimator metrics (`0.54545456`, not
+    `0.5454545617103577`); integers (global_step) stay integers.
+    """
+    results = {key: np.float32(value) if isinstance(value, (float, np.floating)) else value
+               for key, value in results.items()}
     training_log.write_eval_results(path, results)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])

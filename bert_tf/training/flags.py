@@ -108,6 +108,27 @@ def define_finetuning_flags(*, with_eval: bool = True,
            "first 10%).")
 
 
+def define_selection_flags(default_metric: str = "the task's main metric",
+                           flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Evaluation during training, the best checkpoint and early stopping (run_classifier.py,
+    run_ner.py; see bert_tf.training.best_checkpoint and docs/training.md)."""
+    integer = functools.partial(flags.DEFINE_integer, flag_values=flag_values)
+    integer("eval_every_n_steps", 0, "With --do_train: evaluate on the dev file every N steps "
+            "(and at the end), keeping the best checkpoint in output_dir/best/. 0: off.")
+    flags.DEFINE_bool("eval_every_epoch", False, "With --do_train: evaluate after every epoch "
+                      "(and at the end), as --eval_every_n_steps.", flag_values=flag_values)
+    flags.DEFINE_string("best_metric", None, "Key of eval_results.txt that picks the best "
+                        "checkpoint, optionally with :max or :min (default "
+                        f"{default_metric}; keys ending in loss are minimised). Setting it alone "
+                        "evaluates at the end of training.", flag_values=flag_values)
+    integer("early_stopping_patience", 0, "Stop training after N evaluations in a row without "
+            "a better --best_metric. 0: never.")
+    flags.DEFINE_enum("predict_from", "best", ["best", "last"], "Checkpoint that --do_predict "
+                      "(and the export) use: best = output_dir/best/ when evaluation during "
+                      "training kept one, else the last; last = the latest checkpoint.",
+                      flag_values=flag_values)
+
+
 def define_padding_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """--dynamic_padding and --group_by_length (run_classifier.py and run_ner.py)."""
     flags.DEFINE_bool("dynamic_padding", True, "Trim every batch to its longest sequence (rounded "

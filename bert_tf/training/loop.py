@@ -17,7 +17,7 @@ import dataclasses
 import os
 import tempfile
 import time
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import keras
 import numpy as np
@@ -92,6 +92,8 @@ class Task:
 
     # {term: ε} added once to the term's global normalizer (the original's masked LM: 1e-5).
     loss_epsilons: Mapping[str, float] = {}
+    # {substring of a variable path: factor of the learning rate} (e.g. a CRF's own rate).
+    learning_rate_multipliers: Mapping[str, float] = {}
 
     def build_model(self) -> keras.Model:
         """A fresh model; called inside the strategy's scope under the run's dtype policy."""
@@ -120,6 +122,20 @@ class Task:
                     outputs: Mapping[str, tf.Tensor]) -> Mapping[str, tf.Tensor]:
         """Per-example tensors (leading batch axis) that `predict` yields."""
         return outputs
+
+
+class Evaluator(Protocol):
+    """Evaluation during training (`bert_tf.training.best_checkpoint.BestCheckpoint`): `train`
+    saves a checkpoint at every step where `due`, calls the evaluator on it, and stops when it
+    says so."""
+
+    def steps_to_next(self, step: int) -> int: ...
+
+    def due(self, step: int, num_train_steps: int) -> bool: ...
+
+    def resume(self, step: int, num_train_steps: int, checkpoint: str) -> bool: ...
+
+    def __call__(self, step: int, checkpoint: str) -> bool: ...
 
 
 @contextlib.contextmanager
@@ -157,7 +173,8 @@ class _Run:
                 self.optimizer = optimization.create_optimizer(
                     config.learning_rate, config.num_train_steps, config.num_warmup_steps,
                     optimizer_type=config.optimizer, weight_decay_rate=config.weight_decay_rate,
-                    clip_norm=config.clip_norm, loss_scale=config.dtype == "float16")
+                    clip_norm=config.clip_norm, loss_scale=config.dtype == "float16",
+                    learning_rate_multipliers=task.learning_rate_multipliers)
                 # Built now so that a restore fills the slots at once and XLA sees no new variables.
                 self.optimizer.build(self.model.trainable_variables)
                 objects["optimizer"] = self.optimizer
@@ -248,8 +265,10 @@ def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
 
 
 def train(task: Task, config: RunConfig, input_fn: InputFn,
-          strategy: tf.distribute.Strategy | None = None) -> dict[str, float]:
-    """Trains until the global step reaches `config.num_train_steps`, resuming if possible.
+          strategy: tf.distribute.Strategy | None = None,
+          evaluator: Evaluator | None = None) -> dict[str, float]:
+    """Trains until the global step reaches `config.num_train_steps`, resuming if possible, or
+    until `evaluator` (evaluation during training) stops it early.
 
     Returns:
         The last log window's figures and "global_step".
@@ -263,6 +282,9 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
     if chief:
         _write_bert_config(run.model, config.output_dir)
     start = run.step()
+    if evaluator is not None and evaluator.resume(start, config.num_train_steps,
+                                                  _checkpoint_path(config, start)):
+        return {"global_step": float(start)}
     if start >= config.num_train_steps:
         logging.info("global step %d ≥ num_train_steps %d: nothing to train", start,
                      config.num_train_steps)
@@ -292,10 +314,12 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
         with strategy.scope():
             loop = training_steps.make_train_loop(strategy, step_fn, watch.notice)
         while step < config.num_train_steps:
+            steps = _steps_this_call(step, config)
+            if evaluator is not None:
+                steps = min(steps, evaluator.steps_to_next(step))
             started = time.perf_counter()
-            asked = tf.constant(_steps_this_call(step, config), tf.int32)
             with preemption.lost_workers_named(config.output_dir):
-                totals, steps, noticed = loop(iterator, asked)
+                totals, steps, noticed = loop(iterator, tf.constant(steps, tf.int32))
                 steps = int(steps)  # waits for the steps; fewer than asked after a notice
             run.global_step.assign_add(steps)
             totals = {name: float(value) for name, value in totals.items()}
@@ -303,10 +327,18 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
             log.add(totals, steps, time.perf_counter() - started)
             if step % config.log_every_n_steps == 0 or step == config.num_train_steps:
                 figures = log.flush(step)
-            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+            evaluate = evaluator is not None and evaluator.due(step, config.num_train_steps)
+            if (evaluate or step % config.save_checkpoints_steps == 0
+                    or step == config.num_train_steps):
                 _save(manager, step, chief)
+            if evaluate and evaluator(step, _checkpoint_path(config, step)):
+                break
             watch.after_call(step, bool(noticed))
     return {**figures, "global_step": float(step)}
+
+
+def _checkpoint_path(config: RunConfig, step: int) -> str:
+    return os.path.join(config.output_dir, f"{CHECKPOINT_NAME}-{step}")
 
 
 def _steps_this_call(step: int, config: RunConfig) -> int:

@@ -248,7 +248,7 @@ def test_testing_text_is_deterministic():
 
 
 @pytest.mark.parametrize("raw", [
-    b"[PAD]\n[UNK]\r\n  padded  \nrepeat\n\xff\xfeinvalid\nsplit\xe4\nrepeat\n\n\xe4\xb8\xad\nlast",
+    b"[PAD]\n[UNK]\r\n  padded  \nrepeat\n\xff\xfeinvalid\nsplit\xe4\nagain\n\n\xe4\xb8\xad\nlast",
     b"a\nb\n", b"\n", b"one"])
 def test_load_vocab_reads_the_file_as_line_by_line_decoding_does(tmp_path, raw):
     path = tmp_path / "vocab.txt"

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from bert_tf.text import testing_text, vocab_builder
+from bert_tf.text.sample_text import generate_corpus
 from bert_tf.text.vocab_builder import VocabBuildConfig, build_vocab, learn_vocab
 from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
 from conftest import REPO
@@ -168,3 +169,35 @@ def test_script_writes_vocab_and_sentencepiece_model(corpus, tmp_path):
     spm = SentencePieceTokenizer(out / "spm.model")
     assert [spm.vocab[t] for t in SPECIALS] == [0, 1, 2, 3, 4]
     assert int(printed["spm_vocab_size"]) == len(spm.vocab)
+
+
+def test_alphabet_cut_keeps_a_character_in_both_forms_or_not_at_all():
+    """`printf 'aaaa bbbb'` with room for 3 characters: never `##b` without `b`."""
+    vocab = learn_vocab(collections.Counter({"aaaa": 1, "bbbb": 1}), vocab_size=110, min_frequency=1)
+    for char in "ab":
+        assert (char in vocab) == (f"##{char}" in vocab), vocab[104:]
+    assert {"a", "##a"} <= set(vocab)
+    tokenizer_vocab = learn_vocab(collections.Counter({"aaaa": 3, "bbbb": 2, "ba": 1}), 120, min_frequency=1)
+    assert {"a", "##a", "b", "##b"} <= set(tokenizer_vocab)  # no cut: every form kept, as before
+
+
+def _sentencepiece_lines(rare: str = "~", share: float = 1e-4) -> list[str]:
+    lines = [line for line in generate_corpus(num_docs=40, seed=5).splitlines() if line.strip()]
+    chars = sum(len(line) for line in lines)
+    count = max(1, int(chars * share))
+    return lines + [f"price {rare} {i}" for i in range(count)]
+
+
+def test_sentencepiece_keeps_characters_as_albert_does_and_builds_identical_bytes(tmp_path):
+    lines = _sentencepiece_lines()
+    first = vocab_builder.train_sentencepiece(lines, str(tmp_path / "a" / "spm"), 300, True)
+    again = vocab_builder.train_sentencepiece(lines, str(tmp_path / "b" / "spm"), 300, True)
+    for suffix in (".model", ".vocab"):
+        a, b = (path.removesuffix(".model") + suffix for path in (first, again))
+        assert open(a, "rb").read() == open(b, "rb").read(), a
+    assert sorted(os.listdir(tmp_path / "a")) == ["spm.model", "spm.vocab"]
+    kept = SentencePieceTokenizer(first)
+    assert "[UNK]" not in kept.tokenize("price ~ 3")
+    dropped = vocab_builder.train_sentencepiece(lines, str(tmp_path / "c" / "spm"), 300, True,
+                                                character_coverage=0.9995)  # SentencePiece's default
+    assert "[UNK]" in SentencePieceTokenizer(dropped).tokenize("price ~ 3")

@@ -37,7 +37,7 @@ class _ClassifierServing(tf.Module):
     """Holds the model, tokenizer and labels and the serving functions: what the SavedModel stores."""
 
     def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool,
-                 tokenizer: tf.Module, max_seq_length: int):
+                 tokenizer: tf.Module, max_seq_length: int, thresholds=None):
         super().__init__(name="classifier_serving")
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
@@ -45,6 +45,11 @@ class _ClassifierServing(tf.Module):
         self.tokenizer = tokenizer
         self._regression = regression
         self._max_seq_length = max_seq_length
+        self.thresholds = None
+        if thresholds is not None:  # multi-label: sigmoid outputs and the decision thresholds
+            self.thresholds = tf.Variable(
+                tf.broadcast_to(tf.cast(thresholds, tf.float32), [len(labels)]),
+                trainable=False, name="thresholds")
 
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, None], tf.int32, name=n) for n in _INPUT_NAMES])
@@ -69,7 +74,7 @@ class _ClassifierServing(tf.Module):
                                 self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length)
         out = self._outputs({name: features[name] for name in _INPUT_NAMES})
-        if not self._regression:
+        if not self._regression and self.thresholds is None:
             out["label"] = tf.gather(self.labels, tf.argmax(out["probabilities"], axis=-1))
         return out
 
@@ -77,6 +82,10 @@ class _ClassifierServing(tf.Module):
         logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
         if self._regression:
             return {"predictions": logits[:, 0]}  # [B]
+        if self.thresholds is not None:
+            probabilities = tf.math.sigmoid(logits)  # [B,num_labels]
+            return {"probabilities": probabilities,
+                    "predicted": probabilities >= self.thresholds}  # bool [B,num_labels]
         return {"probabilities": tf.nn.softmax(logits, axis=-1)}  # [B,num_labels]
 
 
@@ -92,7 +101,7 @@ def predict_outputs(model: keras.Model, features: dict, regression: bool) -> tf.
 
 def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str] | None,
                       regression: bool, tokenizer: tf.Module, max_seq_length: int,
-                      pair: bool) -> str:
+                      pair: bool, thresholds=None) -> str:
     """Writes `model` as a SavedModel under `export_dir`, replacing what was there (atomically).
 
     Args:
@@ -103,11 +112,14 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
       tokenizer: `bert_tf.serving.saved_model.in_graph_tokenizer(...)`.
       max_seq_length: the longest packed row of the raw-text signature.
       pair: the task has two texts: `serving_default` takes `text_a` and `text_b`.
+      thresholds: multi-label: a float or one per label; the export returns sigmoid
+        `probabilities` and bool `predicted` (probability >= threshold) [B,num_labels] instead
+        of softmax `probabilities` and `label`.
 
     Returns:
       export_dir.
     """
     module = _ClassifierServing(model, [] if regression else list(labels or []), regression,
-                                tokenizer, max_seq_length)
+                                tokenizer, max_seq_length, thresholds)
     text_signature = module.serve_text_pair if pair else module.serve_text
     return save(module, export_dir, {SIGNATURE_KEY: text_signature, IDS_SIGNATURE_KEY: module.serve_ids})

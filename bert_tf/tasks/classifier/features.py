@@ -19,8 +19,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.errors import UserError
-from bert_tf.records import datasets
+from bert_tf.records import datasets, file_checks
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.classifier.processors import InputExample, TaskSpec, read_examples
 from bert_tf.text.pairs import truncate_pair_lengths
@@ -30,7 +31,9 @@ FEATURE_VERSION = 1
 RECORD_NAMES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
 
 
-def _label_id(task: TaskSpec, label: str | float | None) -> int | float:
+def _label_id(task: TaskSpec, label) -> int | float | np.ndarray:
+    if task.multi_label:  # one 0/1 per label
+        return np.isin(task.labels, label or ()).astype(np.int32)
     if task.regression:
         return 0.0 if label is None else float(label)
     return 0 if label is None else task.labels.index(label)
@@ -48,7 +51,8 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
 
     Returns:
       `input_ids`, `input_mask`, `segment_ids` int32 [N, S] (zero-padded); `label_ids` [N]
-      (int32 class index, or float32 score for regression; 0 for unlabeled examples);
+      (int32 class index, or float32 score for regression; 0 for unlabeled examples), or
+      int32 [N, num_labels] 0/1 for a multi-label task;
       `is_real_example` int32 [N] (all ones).
     """
     if max_seq_length < 3:
@@ -62,11 +66,11 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
     lengths = np.zeros(n, np.int32)
     for i, example in enumerate(examples):
         ids_a = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_a))
-        if example.text_b is None:
+        ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_b)) if example.text_b else []
+        if not ids_b:  # the original's `if tokens_b`: an empty second text packs as a single one
             ids = [cls_id, *ids_a[:max_seq_length - 2], sep_id]
             len_first = len(ids)
         else:
-            ids_b = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_b))
             keep_a, keep_b = truncate_pair_lengths(len(ids_a), len(ids_b), max_seq_length - 3)
             ids = [cls_id, *ids_a[:keep_a], sep_id, *ids_b[:keep_b], sep_id]
             len_first = keep_a + 2
@@ -79,7 +83,8 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
         "input_mask": (positions[None, :] < lengths[:, None]).astype(np.int32),
         "segment_ids": segment_ids,
         "label_ids": np.array([_label_id(task, ex.label) for ex in examples],
-                              np.float32 if task.regression else np.int32),
+                              np.float32 if task.regression else np.int32
+                              ).reshape((n, len(task.labels)) if task.multi_label else (n,)),
         "is_real_example": np.ones(n, np.int32),
     }
 
@@ -105,6 +110,7 @@ def fingerprint(task: TaskSpec, split: str, data_dir: str, max_seq_length: int,
     digest = hashlib.sha256(json.dumps({
         "version": FEATURE_VERSION, "layout": repr(layout), "labels": task.labels,
         "regression": task.regression, "aliases": sorted(task.label_aliases.items()),
+        **({"multi_label": task.label_separator} if task.multi_label else {}),
         "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
         # only when set, so that the caches of earlier runs stay valid
         **({"chinese_conversion": chinese_conversion} if chinese_conversion != "none" else {}),
@@ -163,7 +169,8 @@ class FeatureCache:
         self.task, self.data_dir, self.output_dir = task, data_dir, output_dir
         self.max_seq_length, self.tokenizer = max_seq_length, tokenizer
         self.tokenizer_files, self.do_lower_case = list(tokenizer_files), do_lower_case
-        self.schema = record_schemas.classifier_schema(max_seq_length, task.regression)
+        self.schema = record_schemas.classifier_schema(
+            max_seq_length, task.regression, task.num_labels if task.multi_label else 0)
 
     def records(self, split: str) -> CachedSplit:
         """The split's cached records, rebuilt when the fingerprint of its inputs changed."""
@@ -173,22 +180,21 @@ class FeatureCache:
                           self.tokenizer_files, self.do_lower_case,
                           getattr(self.tokenizer, "conversion", "none"), examples)
         meta_path = path + ".json"
-        if os.path.isfile(path) and os.path.isfile(meta_path):
-            with open(meta_path, encoding="utf-8") as f:
-                meta = json.load(f)
-            if meta.get("fingerprint") == key:
-                logging.info("Reusing %s (%d examples)", path, meta["num_examples"])
-                return CachedSplit(path, meta["num_examples"])
+        meta = file_checks.read_cache_meta(path, key)
+        if meta is not None:
+            logging.info("Reusing %s (%d examples, size and CRC-32 checked)", path, meta["num_examples"])
+            return CachedSplit(path, meta["num_examples"])
         if examples is None:
             examples = read_examples(self.task, self.data_dir, split)
         packed = convert_examples(examples, self.task, self.max_seq_length, self.tokenizer)
         log_examples(examples, packed, self.tokenizer)
         os.makedirs(self.output_dir, exist_ok=True)
-        record_schemas.write_records(path, packed, self.schema)
+        written = record_schemas.write_records(path, packed, self.schema)
         tmp = f"{meta_path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
             json.dump({"fingerprint": key, "num_examples": len(examples), "split": split,
-                       "task": self.task.name, "max_seq_length": self.max_seq_length}, f, indent=1)
+                       "task": self.task.name, "max_seq_length": self.max_seq_length,
+                       "files": {os.path.basename(path): written}}, f, indent=1)
         os.replace(tmp, meta_path)
         logging.info("Wrote %d %s examples to %s", len(examples), split, path)
         return CachedSplit(path, len(examples))

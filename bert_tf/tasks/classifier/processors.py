@@ -37,6 +37,7 @@ class SplitLayout:
       quoting: honour "..." quoting (CSV). GLUE's TSVs are read without it, as the original does:
         their sentences contain stray quote characters.
       filter_column/filter_value: keep only rows whose column equals the value (XNLI's language).
+      label_columns: a multi-label task's 0/1 columns, one per label (instead of `label`).
     """
 
     filename: str
@@ -48,6 +49,7 @@ class SplitLayout:
     quoting: bool = False
     filter_column: Column | None = None
     filter_value: str | None = None
+    label_columns: tuple[Column, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +64,8 @@ class TaskSpec:
       regression: one float output trained with mean squared error (STS-B).
       metrics: names from `bert_tf.tasks.classifier.metrics.METRIC_NAMES`, as GLUE reports them.
       label_aliases: label spellings mapped before lookup (XNLI's "contradictory").
+      multi_label: each example has a set of labels (a tuple), read from `label` split at
+        `label_separator` or from the layout's `label_columns`.
     """
 
     name: str
@@ -70,6 +74,8 @@ class TaskSpec:
     regression: bool = False
     metrics: tuple[str, ...] = ("accuracy",)
     label_aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    multi_label: bool = False
+    label_separator: str = "|"
 
     @property
     def num_labels(self) -> int:
@@ -84,7 +90,8 @@ class TaskSpec:
 
 @dataclasses.dataclass(frozen=True)
 class InputExample:
-    """One row: `label` is a label string, a float (regression), or None (unlabeled).
+    """One row: `label` is a label string, a float (regression), a tuple of label strings
+    (multi-label), or None (unlabeled).
 
     Also the original run_classifier.py's `InputExample(guid, text_a, text_b=None, label=None)`.
     """
@@ -92,7 +99,7 @@ class InputExample:
     guid: str
     text_a: str
     text_b: str | None = None
-    label: str | float | None = None
+    label: str | float | tuple[str, ...] | None = None
 
 
 # --- GLUE and XNLI --------------------------------------------------------------------------
@@ -193,9 +200,11 @@ def get_task(name: str, *, xnli_language: str = "zh",
 # --- custom tasks ---------------------------------------------------------------------------
 
 _SPEC_KEYS = {"format", "header", "text_a", "text_b", "label", "labels", "regression", "metrics",
-              "train_file", "dev_file", "test_file", "train", "dev", "test", "name"}
+              "multi_label", "label_separator", "label_columns", "train_file", "dev_file",
+              "test_file", "train", "dev", "test", "name"}
 _LAYOUT_KEYS = {"text_a", "text_b", "label", "header"}
 _CLASSIFICATION_METRICS = ("accuracy", "f1", "mcc")
+MULTI_LABEL_METRICS = ("micro_f1", "macro_f1", "subset_accuracy")
 _REGRESSION_METRICS = ("pearson", "spearman")
 
 
@@ -221,28 +230,45 @@ def custom_task(spec: Mapping[str, Any]) -> TaskSpec:
     if fmt not in ("tsv", "csv"):
         raise UserError(f"task spec: format must be 'tsv' or 'csv', not '{fmt}'")
     regression = bool(spec.get("regression", False))
+    label_columns = spec.get("label_columns")
+    multi_label = bool(spec.get("multi_label", False)) or label_columns is not None
+    if multi_label and regression:
+        raise UserError("task spec: a task is either multi_label or regression, not both")
     base = SplitLayout("", text_a=spec["text_a"], text_b=spec.get("text_b"),
-                       label=spec.get("label"), header=bool(spec.get("header", True)),
-                       delimiter="\t" if fmt == "tsv" else ",", quoting=fmt == "csv")
+                       label=None if label_columns is not None else spec.get("label"),
+                       header=bool(spec.get("header", True)),
+                       delimiter="\t" if fmt == "tsv" else ",", quoting=fmt == "csv",
+                       label_columns=None if label_columns is None else tuple(label_columns))
     splits = {}
     for split in SPLITS:
         overrides = dict(spec.get(split, {}))
         if set(overrides) - _LAYOUT_KEYS:
             raise UserError(f"task spec: '{split}' may only override {sorted(_LAYOUT_KEYS)}")
         if split == "test":
-            overrides["label"] = None
+            overrides.update(label=None, label_columns=None)
         filename = spec.get(f"{split}_file", f"{split}.{fmt}")
         splits[split] = dataclasses.replace(base, filename=filename, **overrides)
-    if base.label is None:
+    if base.label is None and base.label_columns is None:
         raise UserError("task spec: 'label' (the label column) is required")
     labels = spec.get("labels")
-    allowed = _REGRESSION_METRICS if regression else _CLASSIFICATION_METRICS
-    metrics = tuple(spec.get("metrics", _REGRESSION_METRICS if regression else ("accuracy",)))
-    if not metrics or set(metrics) - set(allowed):
-        raise UserError(f"task spec: metrics {list(metrics)} must be among {list(allowed)} for a "
-                         f"{'regression' if regression else 'classification'} task")
+    if labels is None and label_columns is not None:
+        if not all(isinstance(c, str) for c in label_columns):
+            raise UserError("task spec: label_columns given by index need 'labels' (--label_list)"
+                             ", one name per column")
+        labels = list(label_columns)
+    if label_columns is not None and len(labels) != len(label_columns):
+        raise UserError(f"task spec: {len(label_columns)} label_columns but {len(labels)} labels")
+    if multi_label:
+        metrics = MULTI_LABEL_METRICS
+    else:
+        allowed = _REGRESSION_METRICS if regression else _CLASSIFICATION_METRICS
+        metrics = tuple(spec.get("metrics", _REGRESSION_METRICS if regression else ("accuracy",)))
+        if not metrics or set(metrics) - set(allowed):
+            raise UserError(f"task spec: metrics {list(metrics)} must be among {list(allowed)} "
+                             f"for a {'regression' if regression else 'classification'} task")
     return TaskSpec(spec.get("name", "custom"), None if labels is None else tuple(map(str, labels)),
-                    splits, regression=regression, metrics=metrics)
+                    splits, regression=regression, metrics=metrics, multi_label=multi_label,
+                    label_separator=spec.get("label_separator", "|"))
 
 
 def _column(value: str) -> Column:
@@ -250,16 +276,24 @@ def _column(value: str) -> Column:
     return int(value) if value.strip().isdigit() else value
 
 
-def spec_from_flags(text_a_column: str, label_column: str, text_b_column: str | None = None,
-                    has_header: bool = True, file_format: str = "tsv",
-                    label_list: Sequence[str] | None = None, regression: bool = False) -> dict:
+def spec_from_flags(text_a_column: str, label_column: str | None,
+                    text_b_column: str | None = None, has_header: bool = True,
+                    file_format: str = "tsv", label_list: Sequence[str] | None = None,
+                    regression: bool = False, multi_label: bool = False,
+                    label_separator: str = "|",
+                    label_columns: Sequence[str] | None = None) -> dict:
     """The custom task's spec from run_classifier.py's column flags (see `custom_task`)."""
-    if not text_a_column or not label_column:
-        raise UserError("--task_name=custom needs --text_a_column and --label_column "
-                         "(or --task_spec=spec.json)")
+    if not text_a_column or not (label_column or label_columns):
+        raise UserError("--task_name=custom needs --text_a_column and --label_column (or "
+                         "--multi_label --label_columns) (or --task_spec=spec.json)")
     spec: dict[str, Any] = {"format": file_format, "header": has_header,
-                            "text_a": _column(text_a_column), "label": _column(label_column),
-                            "regression": regression}
+                            "text_a": _column(text_a_column), "regression": regression}
+    if multi_label or label_columns:
+        spec.update(multi_label=True, label_separator=label_separator)
+    if label_columns:
+        spec["label_columns"] = [_column(c) for c in label_columns]
+    else:
+        spec["label"] = _column(label_column)
     if text_b_column:
         spec["text_b"] = _column(text_b_column)
     if label_list:
@@ -333,7 +367,9 @@ def read_examples(task: TaskSpec, data_dir: str, split: str) -> list[InputExampl
     header = next(rows)
     cols = {role: _resolve(getattr(layout, role), header, path, role)
             for role in ("text_a", "text_b", "label", "filter_column")}
-    needed = 1 + max(c if c >= 0 else -c - 1 for c in cols.values() if c is not None)
+    label_cols = [_resolve(c, header, path, "label") for c in layout.label_columns or ()]
+    needed = 1 + max(c if c >= 0 else -c - 1
+                     for c in [*cols.values(), *label_cols] if c is not None)
     examples = []
     for line, row in rows:
         if len(row) < needed:
@@ -341,7 +377,14 @@ def read_examples(task: TaskSpec, data_dir: str, split: str) -> list[InputExampl
                              f"{len(row)} (is the delimiter right, and the task '{task.name}'?)")
         if cols["filter_column"] is not None and row[cols["filter_column"]] != layout.filter_value:
             continue
-        label = None if cols["label"] is None else _parse_label(task, row[cols["label"]], path, line)
+        if label_cols:
+            label = _parse_label_columns(task, [row[c] for c in label_cols], path, line)
+        elif cols["label"] is None:
+            label = None
+        elif task.multi_label:
+            label = _parse_label_set(task, row[cols["label"]], path, line)
+        else:
+            label = _parse_label(task, row[cols["label"]], path, line)
         text_b = None if cols["text_b"] is None else row[cols["text_b"]]
         examples.append(InputExample(f"{split}-{line}", row[cols["text_a"]], text_b, label))
     if not examples:
@@ -367,6 +410,27 @@ def _parse_label(task: TaskSpec, raw: str, path: str, line: int) -> str | float:
     return label
 
 
+def _parse_label_set(task: TaskSpec, raw: str, path: str, line: int) -> tuple[str, ...]:
+    """A multi-label cell, e.g. `politics|science` → ("politics", "science"); empty: no label."""
+    found = tuple(dict.fromkeys(p.strip() for p in raw.split(task.label_separator) if p.strip()))
+    unknown = [label for label in found if task.labels is not None and label not in task.labels]
+    if unknown:
+        raise UserError(f"{path}:{line}: unknown label '{unknown[0]}' in '{raw.strip()}'; task "
+                         f"'{task.name}' has labels {list(task.labels)} (separator "
+                         f"'{task.label_separator}', --label_separator)")
+    return found
+
+
+def _parse_label_columns(task: TaskSpec, cells: Sequence[str], path: str,
+                         line: int) -> tuple[str, ...]:
+    """One 0/1 cell per label → the labels whose cell is 1."""
+    for label, cell in zip(task.labels, cells):
+        if cell.strip() not in ("0", "1"):
+            raise UserError(f"{path}:{line}: label column '{label}' holds '{cell.strip()}'; "
+                             "a label column holds 0 or 1")
+    return tuple(label for label, cell in zip(task.labels, cells) if cell.strip() == "1")
+
+
 def infer_labels(task: TaskSpec, data_dir: str) -> TaskSpec:
     """Returns `task` with its label list read from the training file when not given.
 
@@ -375,7 +439,11 @@ def infer_labels(task: TaskSpec, data_dir: str) -> TaskSpec:
     """
     if task.regression or task.labels is not None:
         return task
-    found = {ex.label for ex in read_examples(task, data_dir, "train")}
+    examples = read_examples(task, data_dir, "train")
+    if task.multi_label:
+        found = {label for ex in examples for label in ex.label}
+    else:
+        found = {ex.label for ex in examples}
     try:
         labels = sorted(found, key=float)
     except ValueError:

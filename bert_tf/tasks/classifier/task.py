@@ -8,7 +8,10 @@ training loop (`bert_tf.training.loop`). It writes the original's outputs:
                     task's GLUE metrics (eval_f1, eval_mcc, eval_pearson, eval_spearman).
                     Regression tasks have no eval_accuracy.
   test_results.tsv  one line per test example: tab-separated class probabilities in the order of
-                    label_list.txt, or one predicted score for a regression task.
+                    label_list.txt, or one predicted score for a regression task; multi-label:
+                    one sigmoid probability per label, then the predicted labels joined by
+                    the label separator (empty: none).
+  thresholds.json   multi-label with --tune_thresholds: the per-label thresholds chosen on dev.
   label_list.txt    the labels, one per line, in output order.
 """
 
@@ -30,8 +33,9 @@ from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.classifier import compat
 from bert_tf.tasks.classifier import export as serving
 from bert_tf.tasks.classifier import metrics as glue_metrics
+from bert_tf.tasks.classifier import multi_label as multi_label_metrics
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
-from bert_tf.training import finetuning, loop as training
+from bert_tf.training import best_checkpoint, finetuning, loop as training
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -41,7 +45,9 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     `custom_spec` is the custom task's spec dict (see `classification.custom_task`),
     `export_dir` where to write the SavedModel (None: no export), `processor` a user's
     DataProcessor class as `module:Class` or `path/to/file.py:Class` (compat.py),
-    which then reads the examples in place of the task's files.
+    which then reads the examples in place of the task's files. A multi-label task predicts
+    the labels whose probability is at least `threshold`, or with `tune_thresholds` at least
+    the per-label thresholds chosen on the dev set (thresholds.json).
     """
 
     task_name: str | None
@@ -51,18 +57,24 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     custom_spec: Mapping[str, Any] | None = None
     export_dir: str | None = None
     processor: str | None = None
+    threshold: float = multi_label_metrics.DEFAULT_THRESHOLD
+    tune_thresholds: bool = False
 
 
 class ClassifierTask(finetuning.EncoderTask):
-    """Classifier head on the pooled output; cross-entropy, or squared error for regression.
+    """Classifier head on the pooled output; cross-entropy, or squared error for regression, or
+    for multi-label one sigmoid per label with binary cross-entropy (mean over the labels, as
+    PyTorch's BCEWithLogitsLoss).
 
     Features: int32 `input_ids, input_mask, segment_ids` [B,S], `label_ids` [B] (int32, or
-    float32 for regression) and `is_real_example` [B]; padding rows (is_real_example 0) count in
-    neither the loss nor the metrics.
+    float32 for regression; int32 0/1 [B,num_labels] for multi-label) and `is_real_example` [B];
+    padding rows (is_real_example 0) count in neither the loss nor the metrics.
     """
 
-    def __init__(self, bert_config: BertConfig, num_labels: int, regression: bool = False):
+    def __init__(self, bert_config: BertConfig, num_labels: int, regression: bool = False,
+                 multi_label: bool = False):
         self.bert_config, self.num_labels, self.regression = bert_config, num_labels, regression
+        self.multi_label = multi_label
 
     def build_model(self) -> keras.Model:
         return models.classifier_model(self.bert_config, self.num_labels)
@@ -72,6 +84,11 @@ class ClassifierTask(finetuning.EncoderTask):
         return tf.reshape(tf.cast(features["is_real_example"], tf.float32), [-1])  # [B]
 
     def _per_example_loss(self, features, outputs) -> tf.Tensor:
+        if self.multi_label:
+            per_label = tf.nn.sigmoid_cross_entropy_with_logits(
+                labels=tf.cast(features["label_ids"], tf.float32),
+                logits=tf.cast(outputs["logits"], tf.float32))  # [B,num_labels]
+            return tf.reduce_mean(per_label, axis=-1)  # [B]
         labels = tf.reshape(features["label_ids"], [-1])
         if self.regression:
             return losses.regression_loss(outputs["logits"], labels).per_example  # [B]
@@ -85,7 +102,7 @@ class ClassifierTask(finetuning.EncoderTask):
                                             * self._per_example_loss(features, outputs))}
 
     def metrics(self, features, outputs):
-        if self.regression:
+        if self.regression or self.multi_label:  # from the predictions (eval_metrics)
             return {}
         weights = self._weights(features)
         predicted = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
@@ -95,32 +112,56 @@ class ClassifierTask(finetuning.EncoderTask):
 
     def predictions(self, features, outputs):
         logits = tf.cast(outputs["logits"], tf.float32)
-        out = {"label_ids": tf.reshape(features["label_ids"], [-1]),
+        out = {"label_ids": (features["label_ids"] if self.multi_label
+                             else tf.reshape(features["label_ids"], [-1])),
                "is_real_example": tf.reshape(features["is_real_example"], [-1])}
-        if self.regression:
+        if self.multi_label:
+            out["probabilities"] = tf.math.sigmoid(logits)  # [B,num_labels]
+        elif self.regression:
             out["predictions"] = logits[:, 0]  # [B]
         else:
             out["probabilities"] = tf.nn.softmax(logits, axis=-1)  # [B,num_labels]
         return out
 
 
-def write_test_results(path: str, rows: Iterable[np.ndarray]) -> int:
-    """One line per example: tab-separated values (class probabilities, or one score).
+def write_test_results(path: str, rows: Iterable[np.ndarray], num_examples: int | None = None,
+                       source: str = "", label_sets: Iterable[str] | None = None) -> int:
+    """One line per example: tab-separated values (class probabilities, or one score), and
+    for a multi-label task the predicted labels (joined by the task's separator) last.
+
+    Args:
+      path: test_results.tsv.
+      rows: the predictions of the real examples.
+      num_examples: how many there must be: with another count nothing is written (a file of
+        records changed during the run, e.g. cut by another process) and `source` is named.
+      source: the records the rows were predicted from.
 
     Returns:
       the number of lines written.
     """
-    lines = ["\t".join(str(v) for v in np.atleast_1d(row).astype(np.float32)) + "\n" for row in rows]
+    lines = ["\t".join(str(v) for v in np.atleast_1d(row).astype(np.float32)) for row in rows]
+    if label_sets is not None:
+        lines = [f"{line}\t{labels}" for line, labels in zip(lines, label_sets)]
+    lines = [line + "\n" for line in lines]
+    if num_examples is not None and len(lines) != num_examples:
+        raise UserError(f"{source}: {len(lines)} predictions for {num_examples} examples; {path} is "
+                         "not written (was the file changed during the run?); run again to rebuild it")
     finetuning.write_lines(path, lines)
     return len(lines)
 
 
 def eval_metrics(task: classification.TaskSpec, loop_results: Mapping[str, float],
-                 rows: list[Mapping[str, np.ndarray]] | None) -> dict[str, float]:
+                 rows: list[Mapping[str, np.ndarray]] | None,
+                 thresholds: np.ndarray | float | None = None) -> dict[str, float]:
     """eval_results.txt's figures from the loop's evaluate() and, for the GLUE metrics that are
-    not weighted means (F1, MCC, Pearson, Spearman), the per-example eval predictions."""
+    not weighted means (F1, MCC, Pearson, Spearman) and the multi-label ones (at `thresholds`),
+    the per-example eval predictions."""
     results = {"eval_loss": loop_results["classifier_loss"], "loss": loop_results["loss"],
                "global_step": int(loop_results["global_step"])}
+    if task.multi_label:
+        gold, probabilities = _multi_label_rows(rows)
+        return {**results, **multi_label_metrics.results_entries(
+            gold, multi_label_metrics.predict(probabilities, thresholds), task.labels)}
     if not task.regression:
         results["eval_accuracy"] = loop_results["accuracy"]
     extra = [name for name in task.metrics if name != "accuracy"]
@@ -134,6 +175,13 @@ def eval_metrics(task: classification.TaskSpec, loop_results: Mapping[str, float
         for name, value in glue_metrics.compute_metrics(extra, predictions, labels).items():
             results[f"eval_{name}"] = value
     return results
+
+
+def _multi_label_rows(rows) -> tuple[np.ndarray, np.ndarray]:
+    """(gold 0/1 [N,C], probabilities [N,C]) of the real examples."""
+    real = [r for r in rows if r["is_real_example"] > 0]
+    return (np.stack([r["label_ids"] for r in real]),
+            np.stack([r["probabilities"] for r in real]))
 
 
 def resolve_task(options: ClassifierOptions) -> classification.TaskSpec:
@@ -187,44 +235,100 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(
         task, options.data_dir, run_config.output_dir, options.max_seq_length,
-        options.create_tokenizer(run_config.init_checkpoint), options.tokenizer_files, options.do_lower_case,
-        read_split)
-    loop_task = ClassifierTask(bert_config, task.num_labels, task.regression)
+        options.create_tokenizer(run_config.init_checkpoint, bert_config), options.tokenizer_files,
+        options.do_lower_case, read_split)
+    loop_task = ClassifierTask(bert_config, task.num_labels, task.regression, task.multi_label)
+    trim = options.trim_features()
+
+    def evaluate(checkpoint: str | None = None) -> dict[str, float]:
+        return _evaluate(task, loop_task, run_config, cache, strategy, trim, checkpoint,
+                         options)
+
     out: dict[str, Any] = {}
     if options.do_train:
         split = cache.records("train")
         run_config = finetuning.epochs_run_config(run_config, options, split.num_examples)
         input_fn = cache.input_fn(split, is_training=True, seed=run_config.seed,
-                                  trim_features=options.trim_features(),
-                                  length_groups=options.length_groups)
-        out["train"] = training.train(loop_task, run_config, input_fn, strategy)
+                                  trim_features=trim, length_groups=options.length_groups)
+        evaluator = best_checkpoint.from_options(
+            options, run_config.output_dir, evaluate,
+            split.num_examples // run_config.train_batch_size, default_metric(task),
+            reported_keys(task), training.is_chief(strategy or tf.distribute.get_strategy()))
+        out["train"] = training.train(loop_task, run_config, input_fn, strategy, evaluator)
     if options.do_eval:
-        out["eval"] = _evaluate(task, loop_task, run_config, cache, strategy,
-                                options.trim_features())
+        out["eval"] = evaluate()
+        finetuning.write_results(os.path.join(run_config.output_dir, "eval_results.txt"),
+                                 out["eval"])
+    checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir,
+                                                       options.predict_from)
+    thresholds = None
+    if task.multi_label and (options.do_predict or options.export_dir):
+        thresholds = _thresholds(options, task, run_config.output_dir, checkpoint)
     if options.do_predict:
-        input_fn = cache.input_fn(cache.records("test"), is_training=False,
-                                  trim_features=options.trim_features())
-        rows = (r["predictions"] if task.regression else r["probabilities"]
-                for r in training.predict(loop_task, run_config, input_fn, strategy)
-                if r["is_real_example"] > 0)
+        split = cache.records("test")
+        input_fn = cache.input_fn(split, is_training=False, trim_features=trim)
+        rows = [r["predictions"] if task.regression else r["probabilities"]
+                for r in training.predict(loop_task, run_config, input_fn, strategy,
+                                          checkpoint=checkpoint)
+                if r["is_real_example"] > 0]
+        label_sets = None
+        if task.multi_label:
+            names = np.asarray(task.labels, dtype=object)
+            label_sets = [task.label_separator.join(names[chosen]) for chosen in
+                          multi_label_metrics.predict(np.stack(rows), thresholds)]
         out["num_predictions"] = write_test_results(
-            os.path.join(run_config.output_dir, "test_results.tsv"), rows)
+            os.path.join(run_config.output_dir, "test_results.tsv"), rows, split.num_examples,
+            split.path, label_sets)
     if options.export_dir:
-        model = training.load_model(loop_task, run_config)
+        model = training.load_model(loop_task, run_config, checkpoint=checkpoint)
         out["export_dir"] = serving.export_classifier(
             model, options.export_dir, task.labels, task.regression,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
-            options.max_seq_length, pair=any(layout.text_b is not None for layout in task.splits.values()))
+            options.max_seq_length,
+            pair=any(layout.text_b is not None for layout in task.splits.values()),
+            thresholds=thresholds)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 
 
-def _evaluate(task, loop_task, run_config, cache, strategy, trim_features) -> dict[str, float]:
+def default_metric(task: classification.TaskSpec) -> str:
+    """The key --best_metric defaults to: the task's first GLUE metric."""
+    return f"eval_{task.metrics[0]}"
+
+
+def reported_keys(task: classification.TaskSpec) -> list[str]:
+    """The keys of eval_results.txt for `task`."""
+    if task.multi_label:
+        return ["eval_loss", "loss", "global_step", *multi_label_metrics.result_keys(task.labels)]
+    return (["eval_loss", "loss", "global_step"] + ([] if task.regression else ["eval_accuracy"])
+            + [f"eval_{name}" for name in task.metrics if name != "accuracy"])
+
+
+def _thresholds(options: ClassifierOptions, task: classification.TaskSpec, output_dir: str,
+                checkpoint: str | None) -> np.ndarray | float:
+    """--threshold, or with --tune_thresholds those saved beside `checkpoint` (or the latest)."""
+    if not options.tune_thresholds:
+        return options.threshold
+    return multi_label_metrics.read_thresholds(
+        os.path.dirname(checkpoint) if checkpoint else output_dir, task.labels)
+
+
+def _evaluate(task, loop_task, run_config, cache, strategy, trim_features,
+              checkpoint: str | None = None,
+              options: ClassifierOptions | None = None) -> dict[str, float]:
+    """eval_results.txt's figures for `checkpoint` (default: the latest) on the dev split; with
+    --tune_thresholds (multi-label) also the thresholds chosen on it, in thresholds.json."""
     input_fn = cache.input_fn(cache.records("dev"), is_training=False, trim_features=trim_features)
-    loop_results = training.evaluate(loop_task, run_config, input_fn, strategy)
+    loop_results = training.evaluate(loop_task, run_config, input_fn, strategy,
+                                     checkpoint=checkpoint)
     rows = None
-    if any(name != "accuracy" for name in task.metrics):
-        rows = list(training.predict(loop_task, run_config, input_fn, strategy))
-    results = eval_metrics(task, loop_results, rows)
-    finetuning.write_results(os.path.join(run_config.output_dir, "eval_results.txt"), results)
-    return results
+    if task.multi_label or any(name != "accuracy" for name in task.metrics):
+        rows = list(training.predict(loop_task, run_config, input_fn, strategy,
+                                     checkpoint=checkpoint))
+    thresholds = None
+    if task.multi_label:
+        thresholds = options.threshold if options else multi_label_metrics.DEFAULT_THRESHOLD
+        if options and options.tune_thresholds:
+            thresholds = multi_label_metrics.tune_thresholds(*_multi_label_rows(rows))
+            multi_label_metrics.write_thresholds(run_config.output_dir, task.labels, thresholds)
+    return eval_metrics(task, loop_results, rows, thresholds)

@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import filesystem, tokenization
 from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.albert.modeling import build_encoder
@@ -78,11 +78,11 @@ def pack(index: int, line: str, tokenizer, max_seq_length: int) -> Example:
     """Tokenizes one line and trims it as the original: a pair to S − 3 tokens, a text to S − 2."""
     text_a, text_b = parse_line(line)
     tokens_a = tokenizer.tokenize(text_a)
-    if text_b is None:
+    tokens_b = tokenizer.tokenize(text_b) if text_b else []
+    if not tokens_b:  # the original's `if tokens_b`: an empty second text packs as a single one
         tokens = ["[CLS]", *tokens_a[:max_seq_length - 2], "[SEP]"]
         segment_ids = [0] * len(tokens)
     else:
-        tokens_b = tokenizer.tokenize(text_b)
         keep_a, keep_b = truncate_pair_lengths(len(tokens_a), len(tokens_b), max_seq_length - 3)
         tokens = ["[CLS]", *tokens_a[:keep_a], "[SEP]", *tokens_b[:keep_b], "[SEP]"]
         segment_ids = [0] * (keep_a + 2) + [1] * (keep_b + 1)
@@ -156,6 +156,8 @@ class _Progress:
 def read_lines(path: str) -> Iterator[str]:
     """Input lines decoded as UTF-8 dropping bad bytes, as the original's convert_to_unicode."""
     with tf.io.gfile.GFile(path, "rb") as f:
+        filesystem.check_text_encoding(path, f.read(4096), "--input_file")
+        f.seek(0)
         for raw in f:
             yield tokenization.convert_to_unicode(raw)
 
@@ -199,6 +201,9 @@ def extract_features(options: ExtractionOptions) -> int:
     tokenizer = tokenization.create_tokenizer(vocab_file=options.vocab_file,
                                               spm_model_file=options.spm_model_file,
                                               do_lower_case=options.do_lower_case)
+    source = options.vocab_file or options.spm_model_file
+    tokenization.check_special_tokens(tokenizer.vocab, ["[CLS]", "[SEP]"], source, "feature extraction")
+    tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, source)
     encoder = build_encoder(config)
     checkpoints.init_from_checkpoint(encoder, options.init_checkpoint)
     if options.export_dir:

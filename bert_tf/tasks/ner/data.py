@@ -27,7 +27,7 @@ from typing import Iterator, NamedTuple, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import filesystem, tokenization
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 from bert_tf.tasks.ner import metrics as tag_metrics
 
@@ -371,8 +371,9 @@ def write_predictions(source_path: str, output_path: str, data_format: str,
                       predicted_tags: Sequence[Sequence[str]]) -> int:
     """Writes `source_path` again with each word's predicted tag appended as a last column.
 
-    Blank and `-DOCSTART-` lines are copied as they are; the new column is separated by a tab
-    if the line uses tabs, else by a space. Written atomically (temp name, then rename).
+    Blank lines are copied as they are, `-DOCSTART-` lines get an `O` column (conlleval needs
+    the same number of columns on every line); the new column is separated by a tab if the
+    line uses tabs, else by a space. Written atomically (temp name, then rename).
 
     Args:
       source_path: the file the sentences were read from (same data_format).
@@ -387,7 +388,10 @@ def write_predictions(source_path: str, output_path: str, data_format: str,
     lines = []
     for line in _scan(source_path, data_format):
         if line.word is None:
-            lines.append(line.text + "\n")
+            # -DOCSTART- gets an "O" column too: conlleval wants as many columns on every line
+            is_docstart = line.text.split()[:1] == [DOCSTART]
+            tag_column = ("\t" if "\t" in line.text else " ") + "O" if is_docstart else ""
+            lines.append(line.text + tag_column + "\n")
             continue
         tag = next(flat, None)
         if tag is None:
@@ -396,7 +400,7 @@ def write_predictions(source_path: str, output_path: str, data_format: str,
     if next(flat, None) is not None:
         raise UserError(f"{source_path}: fewer words than predictions")
     tmp = f"{output_path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="") as out:
+    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8", newline="") as out:
         out.writelines(lines)
     os.replace(tmp, output_path)
     return sum(len(tags) for tags in predicted_tags)

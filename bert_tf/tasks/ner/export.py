@@ -14,7 +14,7 @@ decoder (a CRF or tag-constraint decoder) can replace it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import keras
 import tensorflow as tf
@@ -101,8 +101,12 @@ class TaggerServing(tf.Module):
     """Holds the tagger, tokenizer and labels and the serving function."""
 
     def __init__(self, model: keras.Model, tokenizer: tf.Module, labels: Sequence[str],
-                 max_seq_length: int, window_overlap: int, char_format: bool):
+                 max_seq_length: int, window_overlap: int, char_format: bool,
+                 decoder: Callable | None = None):
         super().__init__(name="tagger_serving")
+        # (model outputs, int32 [R,S] 1 at each scored word's first piece) -> label ids [R,S]:
+        # run_ner.py's decoding (constrained Viterbi, CRF); None: the largest logit.
+        self._decoder = decoder
         self.model = model
         self.tokenizer = tokenizer
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, name="labels")
@@ -130,22 +134,29 @@ class TaggerServing(tf.Module):
         cls_id, sep_id = self.tokenizer.special_ids["[CLS]"], self.tokenizer.special_ids["[SEP]"]
         features = packing.pack(window_ids, None, cls_id, sep_id, self._max_seq_length)
         inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
-        logits = self.model(inputs, training=False)["logits"]
-        predicted = self.decode(tf.cast(logits, tf.float32), inputs["input_mask"])  # [R,S]
+        outputs = self.model(inputs, training=False)
         # The words each window scores, in order: together, every word once.
         scored = tf.ragged.range(plan["score_start"], plan["score_end"])  # [R,(n)]
         row = tf.cast(scored.value_rowids(), tf.int64)
         word = scored.flat_values
         position = 1 + tf.gather_nd(ends, tf.stack([tf.gather(plan["sentence"], row), word], axis=1)) \
             - tf.gather(lo, row)
-        label_ids = tf.gather_nd(predicted, tf.stack([row, position], axis=1))
+        index = tf.stack([row, tf.cast(position, tf.int64)], axis=1)  # [K,2]
+        if self._decoder is None:
+            predicted = self.decode(tf.cast(outputs["logits"], tf.float32), inputs["input_mask"])
+        else:
+            weights = tf.scatter_nd(index, tf.ones_like(row, tf.int32),
+                                    tf.shape(inputs["input_ids"], out_type=tf.int64))  # [R,S]
+            predicted = self._decoder(outputs, weights)  # [R,S]
+        label_ids = tf.gather_nd(predicted, index)
         tags = tf.RaggedTensor.from_row_lengths(tf.gather(self.labels, label_ids), words.row_lengths())
         return {"tags": tags.to_tensor(""), "words": words.to_tensor(""),
                 "num_words": tf.cast(words.row_lengths(), tf.int32)}
 
 
 def export_tagger(model: keras.Model, export_dir: str, tokenizer: tf.Module, labels: Sequence[str],
-                  max_seq_length: int, window_overlap: int, char_format: bool) -> str:
+                  max_seq_length: int, window_overlap: int, char_format: bool,
+                  decoder: Callable | None = None) -> str:
     """Writes the tagger's raw-text signature as a SavedModel at `export_dir` (atomically).
 
     Args:
@@ -154,9 +165,12 @@ def export_tagger(model: keras.Model, export_dir: str, tokenizer: tf.Module, lab
       labels: the label list, in output order (label_list.txt).
       max_seq_length, window_overlap: run_ner.py's flags of the same names.
       char_format: --data_format=char (one character per word).
+      decoder: (model outputs, int32 [R,S] first-piece weights) -> int32 [R,S] label ids, e.g.
+        `TaggingTask.decoded` (constrained Viterbi, CRF); None: the largest logit.
 
     Returns:
       export_dir.
     """
-    module = TaggerServing(model, tokenizer, labels, max_seq_length, window_overlap, char_format)
+    module = TaggerServing(model, tokenizer, labels, max_seq_length, window_overlap, char_format,
+                           decoder)
     return save(module, export_dir, {SIGNATURE_KEY: module.serve_text})

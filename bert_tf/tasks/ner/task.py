@@ -2,7 +2,9 @@
 
 `run_ner(options, run_config, strategy)` reads the tagging files (`bert_tf.tasks.ner.data`), writes
 their windows as TFRecords in the output directory, and trains, evaluates and predicts through
-the shared loop (`bert_tf.training.loop`) with a token classifier on the sequence output. Outputs:
+the shared loop (`bert_tf.training.loop`) with a token classifier on the sequence output (with
+`crf`, a linear-chain CRF over the word scores; with `lstm_size`, a BiLSTM under them; decoded
+under the tag scheme's constraints by default: `bert_tf.model.crf`). Outputs:
 
   label_list.txt          the labels, one per line, in the order of the model's outputs.
   eval_results.txt        `key = value` lines (the original's format): eval_loss, loss,
@@ -12,6 +14,7 @@ the shared loop (`bert_tf.training.loop`) with a token classifier on the sequenc
   test_predictions.txt    the test file with a predicted-tag column appended.
   test_results.txt        the same entity and word figures (test_ keys), when the test file
                           has tags.
+  best/, best_state.json  with evaluation during training (`bert_tf.training.best_checkpoint`).
 """
 
 from __future__ import annotations
@@ -26,15 +29,18 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.errors import UserError
+from bert_tf.model import crf as crf_ops
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import metrics as tag_metrics
-from bert_tf.training import finetuning, loop as training
+from bert_tf.training import best_checkpoint, finetuning, loop as training
 
 LABEL_LIST_FILE = finetuning.LABEL_LIST_FILE
+DECODES = ("constrained", "argmax")
+DEFAULT_BEST_METRIC = "eval_f1"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -55,6 +61,10 @@ class NerOptions(finetuning.FinetuningOptions):
     dev_file: str = "dev.txt"
     test_file: str = "test.txt"
     window_overlap: int = 32
+    crf: bool = False
+    lstm_size: int = 0
+    crf_learning_rate: float | None = None
+    decode: str = "constrained"
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/ner/export.py)
 
     def path(self, name: str) -> str:
@@ -62,36 +72,75 @@ class NerOptions(finetuning.FinetuningOptions):
 
 
 class TaggingTask(finetuning.EncoderTask):
-    """Token classifier; loss = Σ w·CE / Σ w over the positions with weight 1 (the first
-    WordPiece of each predicted word), so sub-words, special tokens and padding count nowhere.
+    """Token tagger over the word rows (the first WordPiece of each word a window predicts:
+    `label_weights` 1), so sub-words, special tokens and padding count nowhere.
+
+    Softmax head: loss = Σ w·CE / Σ w. With `crf`: loss = −Σ log p(tags | window) / windows
+    with words, a linear-chain CRF over each window's word rows (`bert_tf.model.crf`).
+    Decoding: `argmax` per word, or `constrained` (Viterbi where `scheme` forbids ill-formed
+    spans; over the CRF's scores with `crf`, else over the log-softmax), which needs `labels`.
 
     Features: int32 `input_ids, input_mask, segment_ids, label_ids, label_weights` [B,S].
     """
 
-    def __init__(self, bert_config: BertConfig, num_labels: int):
+    def __init__(self, bert_config: BertConfig, num_labels: int, *,
+                 labels: Sequence[str] | None = None, scheme: str = "bio", crf: bool = False,
+                 lstm_size: int = 0, decode: str = "argmax", crf_rate_factor: float = 1.0):
         self.bert_config, self.num_labels = bert_config, num_labels
+        self.crf, self.lstm_size, self.decode = crf, lstm_size, decode
+        self.constraints = (crf_ops.scheme_constraints(labels, scheme)
+                            if decode == "constrained" else None)
+        if crf and crf_rate_factor != 1.0:
+            self.learning_rate_multipliers = {"crf/": crf_rate_factor}
 
     def build_model(self) -> keras.Model:
         # The head never reads the pooled output: the loop leaves the pooler, which gets no
         # gradient, as loaded (as the original's optimizer does).
-        return models.token_classifier_model(self.bert_config, self.num_labels)
+        return models.token_classifier_model(self.bert_config, self.num_labels,
+                                             lstm_size=self.lstm_size, crf=self.crf)
 
     def loss_normalizers(self, features):
+        if self.crf:  # windows with at least one word
+            return {"tagging": tf.reduce_sum(tf.cast(
+                tf.reduce_max(features["label_weights"], axis=1) > 0, tf.float32))}
         return {"tagging": tf.reduce_sum(tf.cast(features["label_weights"], tf.float32))}
 
     def losses(self, features, outputs):
+        if self.crf:
+            emissions, lengths, order = crf_ops.compact(outputs["logits"],
+                                                        features["label_weights"])
+            tags = tf.gather(features["label_ids"], order, batch_dims=1)
+            likelihood = crf_ops.crf_log_likelihood(
+                emissions, tags, lengths, outputs["transitions"], outputs["start_scores"],
+                outputs["end_scores"])
+            return {"tagging": -tf.reduce_sum(likelihood)}
         parts = losses.token_classification_loss(outputs["logits"], features["label_ids"],
                                                  features["label_weights"])
         return {"tagging": parts.total}
 
+    def decoded(self, features, outputs) -> tf.Tensor:
+        """int32 [B,S] predicted label ids (0 where `label_weights` is 0 with a Viterbi)."""
+        logits = outputs["logits"]  # [B,S,C]
+        if not self.crf and self.decode == "argmax":
+            return tf.argmax(logits, axis=-1, output_type=tf.int32)
+        weights = features["label_weights"]
+        scores = logits if self.crf else tf.nn.log_softmax(logits)
+        emissions, lengths, order = crf_ops.compact(scores, weights)
+        moves = ([outputs[name] for name in ("transitions", "start_scores", "end_scores")]
+                 if self.crf else [0.0, 0.0, 0.0])
+        if self.constraints is not None:
+            moves = [m + c for m, c in zip(moves, self.constraints)]
+        tags, _ = crf_ops.crf_decode(emissions, lengths, *moves)
+        return crf_ops.expand(tags, order, weights)
+
     def metrics(self, features, outputs):
         weights = tf.cast(features["label_weights"], tf.float32)  # [B,S]
-        predicted = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
+        predicted = self.decoded(features, outputs)
         correct = tf.cast(tf.equal(predicted, features["label_ids"]), tf.float32)
         return {"accuracy": (tf.reduce_sum(weights * correct), tf.reduce_sum(weights))}
 
     def predictions(self, features, outputs):
-        return {"predicted_ids": tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)}
+        return {"predicted_ids": self.decoded(features, outputs)}
 
 
 class Split(NamedTuple):
@@ -178,21 +227,29 @@ def input_fn(split: Split, max_seq_length: int, is_training: bool, seed: int = 1
 
 def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, split: Split,
                  labels: Sequence[str], max_seq_length: int,
-                 options: NerOptions | None = None) -> list[list[str]]:
+                 options: NerOptions | None = None,
+                 checkpoint: str | None = None) -> list[list[str]]:
     """Each sentence's predicted tags (every word predicted by exactly one window)."""
     rows = training.predict(task, run_config, input_fn(split, max_seq_length, False,
-                                                       options=options), strategy)
+                                                       options=options), strategy,
+                            checkpoint=checkpoint)
     predicted = np.zeros([split.features.num_windows, max_seq_length], np.int32)
+    count = 0
     for i, row in zip(range(split.features.num_windows), rows):
         # A trimmed batch predicts its own length; positions past it are padding, never read.
         predicted[i, :len(row["predicted_ids"])] = row["predicted_ids"]
+        count += 1
+    if count != split.features.num_windows:
+        raise UserError(f"{split.record_path}: {count} windows predicted for "
+                        f"{split.features.num_windows} written (was the file changed during the "
+                        "run?); no predictions are written")
     per_sentence = tagging.stitch_predictions(
         split.features, predicted, [len(s.words) for s in split.sentences])
     names = np.asarray(labels, dtype=object)
     return [names[ids].tolist() for ids in per_sentence]
 
 
-def _check(options: NerOptions) -> None:
+def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
     if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir")
@@ -200,6 +257,30 @@ def _check(options: NerOptions) -> None:
         raise UserError(f"--data_format must be one of {tagging.DATA_FORMATS}")
     if options.tag_scheme not in tagging.TAG_SCHEMES:
         raise UserError(f"--tag_scheme must be one of {sorted(tagging.TAG_SCHEMES)}")
+    if options.decode not in DECODES:
+        raise UserError(f"--decode must be one of {', '.join(DECODES)}, got {options.decode!r}")
+    if options.lstm_size < 0:
+        raise UserError(f"--lstm_size must not be negative, got {options.lstm_size}")
+    if labels is not None and options.crf and tag_metrics.OUTSIDE not in labels:
+        raise UserError(f"--crf: the label list {list(labels)} has no {tag_metrics.OUTSIDE!r} "
+                         "(the tag of words outside entities); add it to --labels")
+
+
+def make_task(options: NerOptions, bert_config: BertConfig, labels: Sequence[str],
+              learning_rate: float) -> TaggingTask:
+    """The tagging task `options` ask for (softmax or CRF head, BiLSTM, decoding)."""
+    rate = options.crf_learning_rate
+    return TaggingTask(bert_config, len(labels), labels=labels, scheme=options.tag_scheme,
+                       crf=options.crf, lstm_size=options.lstm_size, decode=options.decode,
+                       crf_rate_factor=rate / learning_rate if rate else 1.0)
+
+
+def reported_keys(labels: Sequence[str]) -> list[str]:
+    """The keys of eval_results.txt for `labels` (per entity type: those the dev file has)."""
+    types = sorted({tag_metrics.split_tag(label)[1] for label in labels} - {""})
+    return (["eval_loss", "loss", "global_step", "eval_precision", "eval_recall", "eval_f1",
+             "eval_accuracy"]
+            + [f"eval_{kind}_{name}" for kind in types for name in ("precision", "recall", "f1")])
 
 
 def run_ner(options: NerOptions, run_config: training.RunConfig,
@@ -224,9 +305,10 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)
              if options.do_train else None)
     labels = resolve_labels(options, output_dir, train)
+    _check(options, labels)
     finetuning.write_label_list(output_dir, labels)
-    tokenizer = options.create_tokenizer(run_config.init_checkpoint)
-    task = TaggingTask(bert_config, len(labels))
+    tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
+    task = make_task(options, bert_config, labels, run_config.learning_rate)
     out: dict[str, Any] = {"labels": labels, "files": {}}
 
     def prepare(name: str, record_name: str, batch: int, need_tags: bool, sentences=None) -> Split:
@@ -235,30 +317,45 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
                              options, labels, tokenizer, os.path.join(output_dir, record_name),
                              batch, need_tags)
 
+    dev: list[Split] = []
+
+    def evaluate(checkpoint: str | None = None) -> tuple[dict[str, float], list[list[str]]]:
+        """eval_results.txt's figures and the predicted tags of the dev file."""
+        if not dev:
+            dev.append(prepare(options.dev_file, "eval.tf_record", run_config.eval_batch_size,
+                               True))
+        loop = training.evaluate(task, run_config, input_fn(
+            dev[0], options.max_seq_length, False, options=options), strategy,
+            checkpoint=checkpoint)
+        predicted = predict_tags(task, run_config.replace(
+            predict_batch_size=run_config.eval_batch_size), strategy, dev[0], labels,
+            options.max_seq_length, options, checkpoint)
+        return {"eval_loss": loop["tagging_loss"], "loss": loop["loss"],
+                "global_step": int(loop["global_step"]),
+                **tag_metrics.results_entries(tag_metrics.evaluate(dev[0].tags, predicted))
+                }, predicted
+
     if options.do_train:
         split = prepare(options.train_file, "train.tf_record", 1, True, train)
         # Windows are the examples the original would count.
         run_config = finetuning.epochs_run_config(run_config, options,
                                                   split.features.num_windows, "training windows")
+        evaluator = best_checkpoint.from_options(
+            options, output_dir, lambda path: evaluate(path)[0],
+            split.features.num_windows // run_config.train_batch_size, DEFAULT_BEST_METRIC,
+            reported_keys(labels), training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(task, run_config, input_fn(
-            split, options.max_seq_length, True, run_config.seed, options), strategy)
+            split, options.max_seq_length, True, run_config.seed, options), strategy, evaluator)
     if options.do_eval:
-        split = prepare(options.dev_file, "eval.tf_record", run_config.eval_batch_size, True)
-        loop = training.evaluate(task, run_config, input_fn(
-            split, options.max_seq_length, False, options=options), strategy)
-        predicted = predict_tags(task, run_config.replace(
-            predict_batch_size=run_config.eval_batch_size), strategy, split, labels,
-            options.max_seq_length, options)
-        out["eval"] = {"eval_loss": loop["tagging_loss"], "loss": loop["loss"],
-                       "global_step": int(loop["global_step"]),
-                       **tag_metrics.results_entries(tag_metrics.evaluate(split.tags, predicted))}
-        out["files"].update(_write_outputs(output_dir, "eval", split, options, predicted,
+        out["eval"], predicted = evaluate()
+        out["files"].update(_write_outputs(output_dir, "eval", dev[0], options, predicted,
                                            out["eval"]))
     if options.do_predict:
         split = prepare(options.test_file, "predict.tf_record", run_config.predict_batch_size,
                         False)
         predicted = predict_tags(task, run_config, strategy, split, labels, options.max_seq_length,
-                                 options)
+                                 options, best_checkpoint.prediction_checkpoint(
+                                     output_dir, options.predict_from))
         if split.tags is not None:
             out["test"] = tag_metrics.results_entries(tag_metrics.evaluate(split.tags, predicted),
                                                       prefix="test_")
@@ -268,10 +365,12 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
         from bert_tf.serving.saved_model import in_graph_tokenizer
         from bert_tf.tasks.ner.export import export_tagger
 
+        checkpoint = best_checkpoint.prediction_checkpoint(output_dir, options.predict_from)
         out["export_dir"] = export_tagger(
-            training.load_model(task, run_config), options.export_dir,
+            training.load_model(task, run_config, checkpoint=checkpoint), options.export_dir,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
-            labels, options.max_seq_length, options.window_overlap, options.data_format == "char")
+            labels, options.max_seq_length, options.window_overlap, options.data_format == "char",
+            decoder=lambda outputs, weights: task.decoded({"label_weights": weights}, outputs))
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     return out
 

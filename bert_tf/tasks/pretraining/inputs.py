@@ -80,6 +80,8 @@ def _document_starts(path: str) -> Iterator[int]:
             chunk = f.read(_SCAN_BYTES)
             if not chunk:
                 return
+            if not base and not tail:
+                filesystem.check_text_encoding(path, chunk[:4096], "--input_file")
             data = tail + chunk
             last_end = 0
             for match in _BLANK_LINE.finditer(data):

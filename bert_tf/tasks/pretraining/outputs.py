@@ -1,13 +1,20 @@
 """Pretraining output files: per-block parts, their merge into the final files, and file names.
 
 Each block writes one part per output file (`PartWriter`), noting where every run of `PIECE`
-records ends. When all blocks are done, `merge_parts` builds each output from all blocks' runs in
-a seeded random order, under a temporary name renamed when complete.
+records ends and the part's size and CRC-32. When all blocks are done, `merge_parts` builds each
+output from all blocks' runs in a seeded random order, under a temporary name renamed when
+complete.
+
+Resume: a block counts as done only if its marker reads back and every part it lists has the size
+and CRC-32 noted in it (`finished_block`); otherwise the block is redone. The work directory is
+renamed away before it is deleted (`remove_work_dir`), so a kill during the deletion never
+leaves markers whose parts are gone.
 """
 
 from __future__ import annotations
 
 import errno
+import glob as _glob
 import io
 import json
 import os
@@ -15,9 +22,11 @@ import random
 from typing import Sequence
 
 import numpy as np
+from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
+from bert_tf.records import file_checks
 
 # Output files interleave runs of this many records from all blocks in a random order, so that
 # a reader's shuffle buffer sees many blocks at once (the original shuffles the whole corpus).
@@ -52,19 +61,23 @@ class PartWriter:
         self.records = 0
         self.bytes = 0
         self.pieces = [0]
+        self.summary = file_checks.Summary()
 
     def write(self, framed: np.ndarray, sizes: np.ndarray) -> None:
         ends = self.bytes + np.cumsum(sizes)
         numbers = self.records + np.arange(1, len(sizes) + 1)
         self.pieces += ends[numbers % PIECE == 0].tolist()
-        self.file.write(memoryview(framed))
+        self.summary.update(framed, len(sizes))
+        with filesystem.writing(f"{self.path}.tmp"):
+            self.file.write(memoryview(framed))
         self.records += len(sizes)
         self.bytes = int(ends[-1]) if len(ends) else self.bytes
 
     def finish(self) -> list[int]:
         """Closes the part under its final name; returns the piece boundaries (byte offsets)."""
         if self.path:
-            self.file.close()
+            with filesystem.writing(f"{self.path}.tmp"):
+                self.file.close()
             filesystem.replace(self.path + ".tmp", self.path)
         return self.pieces if self.pieces[-1] == self.bytes else self.pieces + [self.bytes]
 
@@ -84,7 +97,7 @@ def done_path(work_dir: str, block: int) -> str:
 
 
 def write_json_atomically(path: str, value) -> None:
-    with filesystem.open_write(path + ".tmp") as f:
+    with filesystem.writing(path + ".tmp"), filesystem.open_write(path + ".tmp") as f:
         f.write(json.dumps(value).encode())
     filesystem.replace(path + ".tmp", path)
 
@@ -94,13 +107,76 @@ def read_json(path: str):
         return json.loads(f.read())
 
 
+def finished_block(work_dir: str, block: int, num_outputs: int) -> dict | None:
+    """The counts of a block an earlier run finished, if its marker and parts are intact.
+
+    Returns:
+      The marker's counts, or None (the block must be redone; a damaged marker is deleted and one
+      log line says why).
+    """
+    done = done_path(work_dir, block)
+    if not filesystem.exists(done):
+        return None
+    try:
+        counts = read_json(done)
+        parts = counts["parts"]
+        pieces = counts["pieces"]
+        if len(parts) != num_outputs or len(pieces) != num_outputs:
+            raise ValueError(f"{len(parts)} parts listed, expected {num_outputs}")
+        reason = next(((k, why) for k in range(num_outputs)
+                       if (why := file_checks.mismatch(part_path(work_dir, block, k), parts[k]))), None)
+        if reason is not None:
+            raise ValueError(f"{part_path(work_dir, block, reason[0])}: {reason[1]}")
+        if any(p[-1] != parts[k]["bytes"] for k, p in enumerate(pieces)):
+            raise ValueError("piece boundaries do not end at the part's size")
+    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError, OSError) as e:
+        logging.warning("Redoing block %d: %s is not a finished block (%s)", block, done, e)
+        filesystem.delete(done)
+        return None
+    return counts
+
+
+def remove_work_dir(work_dir: str) -> None:
+    """Deletes the work directory so that a kill at any moment leaves no marker without its parts.
+
+    Local: the directory is renamed away first (atomic), then deleted. Object stores have no
+    atomic rename of a directory: the markers are deleted first, then the parts.
+    """
+    if filesystem.scheme(work_dir):
+        for path in filesystem.list_files(work_dir):
+            if path.endswith(".done.json"):
+                filesystem.delete(path)
+        filesystem.delete_tree(work_dir)
+        return
+    if not os.path.isdir(work_dir):
+        return
+    trash = f"{work_dir}.deleting-{os.getpid()}"
+    os.replace(work_dir, trash)
+    filesystem.delete_tree(trash)
+
+
+def remove_leftovers(outputs: Sequence[str], work_dir: str) -> None:
+    """Deletes what killed runs for the same outputs left (call with the outputs' lock held):
+    `<output>.tmp` files of an unfinished merge, work directories being deleted, and parts or
+    markers under a temporary name."""
+    for path in outputs:
+        filesystem.delete(path + ".tmp")
+    if filesystem.scheme(work_dir):
+        return
+    for trash in _glob.glob(_glob.escape(work_dir.rsplit(".parts-", 1)[0]) + ".parts-*.deleting-*"):
+        logging.info("Deleting %s, left by a killed run", trash)
+        filesystem.delete_tree(trash)
+    for tmp in _glob.glob(os.path.join(_glob.escape(work_dir), "*.tmp")):
+        filesystem.delete(tmp)
+
+
 def merge_parts(work_dir: str, pieces: dict[int, list[list[int]]], outputs: Sequence[str],
                  random_seed: int) -> None:
     """Each output = runs of `PIECE` records from all blocks' parts in a seeded random order,
     written under a temporary name and renamed when complete."""
     for k, path in enumerate(outputs):
         runs = merge_order({block: boundaries[k] for block, boundaries in pieces.items()}, random_seed, k)
-        with filesystem.open_write(path + ".tmp") as out:
+        with filesystem.writing(path + ".tmp"), filesystem.open_write(path + ".tmp") as out:
             for block, start, end in runs:
                 with filesystem.open_read(part_path(work_dir, block, k)) as part:
                     _copy_range(part, out, start, end - start)

@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bert_tf import filesystem
+from bert_tf import filesystem, run_lock
 from bert_tf.errors import EmptyInputError, UserError
 from bert_tf.filesystem import expand_input_patterns
 from bert_tf.records import features, tfrecord
@@ -90,7 +90,7 @@ class Summary:
     def add_block(self, counts: dict) -> None:
         self.blocks += 1
         for key, value in counts.items():
-            if key in ("pieces", "block"):
+            if key in ("pieces", "parts", "block"):
                 continue
             if key == "read":
                 self.read.add(ReadCounts(**value))
@@ -139,11 +139,9 @@ def check_vocabulary(config: PretrainingDataConfig) -> None:
         vocab = tokenization.load_vocab(config.vocab_file)
     else:
         vocab = tokenization.SentencePieceTokenizer(config.spm_model_file).vocab
-    missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in vocab]
-    if missing:
-        source = config.spm_model_file or config.vocab_file
-        raise UserError(f"{source}: the vocabulary lacks {', '.join(missing)}, which every pretraining "
-                         f"instance needs; use a BERT vocabulary (or build one with build_vocab.py)")
+    needed = ["[CLS]", "[SEP]", "[MASK]"] + (["[UNK]"] if config.vocab_file else [])
+    tokenization.check_special_tokens(vocab, needed, config.spm_model_file or config.vocab_file,
+                                      "pretraining")
 
 
 def make_tokenizer(config: PretrainingDataConfig):
@@ -183,9 +181,9 @@ class BlockWorker:
                                                       config.instance.max_predictions_per_seq)
 
     def run(self, block: Block) -> dict:
-        done = pretraining_output.done_path(self.work_dir, block.index)
-        if filesystem.exists(done):
-            return pretraining_output.read_json(done)  # finished by an earlier, interrupted run
+        counts = pretraining_output.finished_block(self.work_dir, block.index, self.num_outputs)
+        if counts is not None:
+            return counts  # finished by an earlier, interrupted run (marker and parts checked)
         parts = [pretraining_output.PartWriter(pretraining_output.part_path(self.work_dir, block.index, k))
                  for k in range(self.num_outputs)]
         counts = self.write_block(block, parts)
@@ -219,6 +217,7 @@ class BlockWorker:
                 part.file.close()
             raise
         counts["pieces"] = [part.finish() for part in parts]
+        counts["parts"] = [part.summary.as_dict() for part in parts]
         counts["block"] = block.index
         return counts
 
@@ -321,7 +320,19 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
     inputs, outputs, blocks = plan_run(config)
     pretraining_output.make_output_directories(outputs)
     work_dir = _work_dir(config, inputs, outputs)
-    filesystem.makedirs(work_dir)
+    first = filesystem.absolute(outputs[0])
+    with run_lock.output_lock(filesystem.dirname(first), "--output_file",
+                              f".{filesystem.basename(first)}.lock", clean=False):
+        pretraining_output.remove_leftovers(outputs, work_dir)
+        filesystem.makedirs(work_dir)
+        summary = _run_blocks(config, inputs, outputs, blocks, work_dir, started)
+    summary.elapsed_seconds = time.time() - started
+    return summary
+
+
+def _run_blocks(config: PretrainingDataConfig, inputs: Sequence[str], outputs: Sequence[str],
+                blocks: Sequence[Block], work_dir: str, started: float) -> Summary:
+    """Runs (or finds finished) every block, merges the parts and removes the work directory."""
     summary = Summary(input_files=len(inputs), output_files=outputs, dynamic_masking=config.dynamic_masking)
     pieces: dict[int, list[list[int]]] = {}
     context = _worker_context()
@@ -344,13 +355,12 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
                     summary.add_block(counts)
                     pieces[counts["block"]] = counts["pieces"]
         if not summary.instances:
-            filesystem.delete_tree(work_dir)
+            pretraining_output.remove_work_dir(work_dir)
             raise EmptyInputError(no_instances_message(inputs, summary))
         pretraining_output.merge_parts(work_dir, pieces, outputs, config.random_seed)
     finally:
         reporter.stop()
-    filesystem.delete_tree(work_dir)
-    summary.elapsed_seconds = time.time() - started
+    pretraining_output.remove_work_dir(work_dir)
     return summary
 
 

@@ -27,7 +27,7 @@ from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
-from bert_tf.records import datasets, features
+from bert_tf.records import datasets, features, tfrecord
 from bert_tf.tasks.pretraining import dynamic_masking
 from bert_tf.tasks.pretraining import metrics as pretraining_metrics
 from bert_tf.training import log as training_log, loop as training
@@ -119,11 +119,12 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     task = PretrainingTask(bert_config)
     schema = features.pretraining_schema(options.max_seq_length, options.max_predictions_per_seq)
     # Validate every input before hours of training, not after.
-    _check_first_record(datasets.resolve_input_files(options.input_file), schema)
+    _check_first_record(datasets.resolve_input_files(options.input_file), schema,
+                        bert_config.vocab_size)
     eval_files = options.eval_input_file or options.input_file
     if options.do_eval:
         _check_first_record(datasets.resolve_input_files(eval_files, flag="eval_input_file"),
-                            schema)
+                            schema, bert_config.vocab_size)
     results: dict[str, float] = {}
     if options.do_train:
         results = training.train(task, run_config,
@@ -148,14 +149,23 @@ def _repeat_eval(options: PretrainingOptions, run_config: training.RunConfig) ->
     return not options.eval_one_pass and run_config.max_eval_steps is not None
 
 
-def _check_first_record(files: list[str], schema: features.Schema) -> None:
+def _check_first_record(files: list[str], schema: features.Schema, vocab_size: int) -> None:
     """Decodes the first record of the first local file, so that records written for another
-    --max_seq_length/--max_predictions_per_seq fail here naming the file, not deep in tf.data.
+    --max_seq_length/--max_predictions_per_seq, or with a vocabulary larger than the config's
+    vocab_size, fail here naming the file, not deep in tf.data or in the embedding lookup.
     Unmasked records (--dynamic_masking) are checked against their own schema."""
     local = [path for path in files if "://" not in path][:1]
     if local and dynamic_masking.is_unmasked_file(local[0]):
         schema = features.unmasked_pretraining_schema(schema.by_name["input_ids"].length)
-    schema.check_files(local)
+    for path in local:
+        for record in tfrecord.read_records(path, limit=1):
+            values = schema.decode(record, source=str(path))
+            largest = max(int(values[name].max()) for name in ("input_ids", "masked_lm_ids")
+                          if name in values)
+            if largest >= vocab_size:
+                raise UserError(f"{path}: the first record holds token id {largest}, but the model's "
+                                f"config has vocab_size {vocab_size}; write the records with the "
+                                "model's vocabulary (or give a config that fits them)")
 
 
 def _write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:

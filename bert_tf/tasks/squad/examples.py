@@ -171,6 +171,10 @@ def _add_answer(example: SquadExample, qa: dict, context: str, word_starts: list
     stats.extra_answers_ignored += len(answers) - 1
     text = _get(answers[0], "text", f"the answer of question {qas_id}", path)
     offset = _get(answers[0], "answer_start", f"the answer of question {qas_id}", path)
+    if isinstance(text, str) and not text.strip():
+        raise SquadFormatError(f"{path}: question {qas_id}: the answer's text is empty "
+                               f"(answer_start={offset!r}); give the answer's words, or mark an "
+                               "unanswerable question with is_impossible (SQuAD 2.0)")
     if not (text and isinstance(offset, int) and 0 <= offset <= len(context) - len(text)):
         raise SquadFormatError(f"{path}: question {qas_id}: answer_start={offset!r} with answer "
                                f"length {len(text)} does not fit its context of {len(context)} "

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.tasks.squad.examples import SquadExample
 from bert_tf.tasks.squad.features import SquadFeatures
 from bert_tf.tokenization import BasicTokenizer, SentencePieceTokenizer
@@ -247,6 +248,6 @@ def write_predictions(output_dir: str | os.PathLike, predictions: SquadPredictio
 def write_json_atomic(path: str | os.PathLike, content: Any) -> None:
     """Writes JSON (indent 4, as the original) to a temporary name, then renames it into place."""
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(content, indent=4, ensure_ascii=False) + "\n")
     os.replace(tmp, path)

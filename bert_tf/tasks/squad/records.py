@@ -20,8 +20,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.records import features as record_schemas
-from bert_tf.records import tfrecord
+from bert_tf.records import file_checks, tfrecord
 from bert_tf.tasks.squad import (examples as squad, features as squad_features,
                                  postprocess as squad_postprocess)
 
@@ -93,30 +94,38 @@ def _record_values(features: squad_features.SquadFeatures, first_row: int,
 
 
 def write_records(path: str, chunks: Iterable[squad_features.SquadFeatures], is_training: bool,
-                  max_seq_length: int) -> list[squad_features.SquadFeatures]:
+                  max_seq_length: int) -> tuple[list[squad_features.SquadFeatures], dict]:
     """Streams chunks of windows into a TFRecord file (atomically).
 
     Returns:
-      The chunks (prediction only; empty for training, whose chunks are not kept).
+      (the chunks (prediction only; empty for training, whose chunks are not kept), the file's
+       `file_checks.Summary` as a dict, to check it on reuse).
     """
     schema = record_schemas.squad_schema(max_seq_length, is_training)
     kept, rows = [], 0
+    summary = file_checks.Summary()
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with filesystem.writing(tmp), open(tmp, "wb") as f:
         for chunk in chunks:
             data, offsets = schema.encode_batch(_record_values(chunk, rows, is_training))
-            f.write(tfrecord.frame_records(data, offsets)[0].tobytes())
+            framed = tfrecord.frame_records(data, offsets)[0]
+            summary.update(framed, len(chunk))
+            f.write(framed.tobytes())
             rows += len(chunk)
             if not is_training:
                 kept.append(chunk)
     os.replace(tmp, path)
-    return kept
+    return kept, summary.as_dict()
 
 
-def _save_metadata(path: str, features: squad_features.SquadFeatures) -> None:
+def _save_metadata(path: str, features: squad_features.SquadFeatures) -> dict:
+    """Writes the `.npz` sidecar atomically; returns its `file_checks` summary."""
     tmp = f"{path}.tmp-{os.getpid()}.npz"
-    np.savez_compressed(tmp, **features.columns())
+    with filesystem.writing(tmp):
+        np.savez_compressed(tmp, **features.columns())
+    written = file_checks.summarize_file(tmp, len(features))
     os.replace(tmp, path)
+    return written
 
 
 def load_metadata(cached: CachedRecords) -> squad_features.SquadFeatures:
@@ -136,14 +145,11 @@ def cached_records(input_file: str, output_dir: str, is_training: bool, tokenize
     path = os.path.join(output_dir, RECORD_NAMES[is_training])
     key = fingerprint(input_file, tokenizer_files, settings, is_training, seed)
     meta_path = path + ".json"
-    needed = (path, meta_path) if is_training else (path, meta_path, path + ".npz")
-    if all(os.path.isfile(p) for p in needed):
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-        if meta.get("fingerprint") == key:
-            logging.info("Reusing %s (%d questions, %d windows)", path, meta["num_examples"],
-                         meta["num_features"])
-            return CachedRecords(path, meta["num_examples"], meta["num_features"], meta["counts"])
+    meta = file_checks.read_cache_meta(path, key)
+    if meta is not None:
+        logging.info("Reusing %s (%d questions, %d windows, size and CRC-32 checked)", path,
+                     meta["num_examples"], meta["num_features"])
+        return CachedRecords(path, meta["num_examples"], meta["num_features"], meta["counts"])
     examples, read_stats = squad.read_squad_examples(input_file, is_training,
                                                      settings.version_2_with_negative)
     if is_training:
@@ -153,14 +159,15 @@ def cached_records(input_file: str, output_dir: str, is_training: bool, tokenize
                                           settings.doc_stride, settings.max_query_length,
                                           is_training, stats)
     os.makedirs(output_dir, exist_ok=True)
-    kept = write_records(path, chunks, is_training, settings.max_seq_length)
+    kept, written = write_records(path, chunks, is_training, settings.max_seq_length)
+    files = {os.path.basename(path): written}
     cached = CachedRecords(path, len(examples), stats.features,
                            {**dataclasses.asdict(read_stats), **dataclasses.asdict(stats)})
     if not is_training:
-        _save_metadata(cached.metadata_path,
-                       squad_features.SquadFeatures.concatenate(kept, settings.max_seq_length))
+        files[os.path.basename(cached.metadata_path)] = _save_metadata(
+            cached.metadata_path, squad_features.SquadFeatures.concatenate(kept, settings.max_seq_length))
     squad_postprocess.write_json_atomic(meta_path, {
-        "fingerprint": key, "input_file": os.path.abspath(input_file),
+        "fingerprint": key, "input_file": os.path.abspath(input_file), "files": files,
         "num_examples": cached.num_examples, "num_features": cached.num_features,
         "counts": cached.counts, "settings": dataclasses.asdict(settings)})
     logging.info("Wrote %d windows of %d questions to %s", cached.num_features,

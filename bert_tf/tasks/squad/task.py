@@ -32,9 +32,10 @@ from bert_tf.tasks.squad import (examples as squad, postprocess as squad_postpro
                                  records as squad_records)
 from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.text.chinese import conversion
-from bert_tf.training import finetuning, log as training_log, loop as training
+from bert_tf.training import best_checkpoint, finetuning, log as training_log, loop as training
 
 AUTO_THRESHOLD = "auto"
+DEFAULT_BEST_METRIC = "f1"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -184,9 +185,18 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                      options.predict_file if options.do_predict else None):
             if path:
                 squad.check_conversion_keeps_offsets(path, convert)
-    task = SpanTask(options.load_bert_config(run_config))
-    tokenizer = options.create_tokenizer(run_config.init_checkpoint)
+    bert_config = options.load_bert_config(run_config)
+    task = SpanTask(bert_config)
+    tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
     out: dict[str, Any] = {}
+
+    def predict_records() -> squad_records.CachedRecords:
+        """The predict file's windows (also the evaluation set during training)."""
+        if not options.predict_file:
+            raise UserError("evaluation during training (--eval_every_n_steps, --best_metric, "
+                             "...) reads --predict_file, with answers")
+        return squad_records.cached_records(options.predict_file, run_config.output_dir, False,
+                                            tokenizer, options.tokenizer_files, options.features)
     if options.do_train:
         cached = squad_records.cached_records(options.train_file, run_config.output_dir, True,
                                               tokenizer, options.tokenizer_files,
@@ -195,23 +205,31 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
         run_config = finetuning.epochs_run_config(run_config, options, cached.num_examples,
                                                   "training questions")
         input_fn = train_input_fn(cached, options.max_seq_length, run_config.seed)
-        out["train"] = training.train(task, run_config, input_fn, strategy)
+        evaluator = best_checkpoint.from_options(
+            options, run_config.output_dir,
+            lambda path: _predict(options, task, run_config, strategy, predict_records(),
+                                  tokenizer, checkpoint=path, write=False)["eval"],
+            cached.num_examples // run_config.train_batch_size, DEFAULT_BEST_METRIC,
+            None, training.is_chief(strategy or tf.distribute.get_strategy()))
+        out["train"] = training.train(task, run_config, input_fn, strategy, evaluator)
     if options.do_predict:
-        cached = squad_records.cached_records(options.predict_file, run_config.output_dir, False,
-                                              tokenizer, options.tokenizer_files,
-                                              options.features)
+        cached = predict_records()
         out["predict_counts"] = cached.counts
-        out.update(_predict(options, task, run_config, strategy, cached, tokenizer))
+        out.update(_predict(options, task, run_config, strategy, cached, tokenizer,
+                            best_checkpoint.prediction_checkpoint(run_config.output_dir,
+                                                                  options.predict_from)))
     log_summary(out)
     return out
 
 
 def predict_logits(task: SpanTask, run_config: training.RunConfig,
                    strategy: tf.distribute.Strategy | None, cached: squad_records.CachedRecords,
-                   max_seq_length: int) -> tuple[np.ndarray, np.ndarray]:
+                   max_seq_length: int, checkpoint: str | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Start and end logits of every window, float32 [N, S] each, in file order."""
     input_fn = predict_input_fn(cached, max_seq_length)
-    rows = [r for r in training.predict(task, run_config, input_fn, strategy)
+    rows = [r for r in training.predict(task, run_config, input_fn, strategy,
+                                        checkpoint=checkpoint)
             if r["unique_ids"] >= 0]
     ids = np.array([r["unique_ids"] for r in rows])
     if not np.array_equal(ids, np.arange(cached.num_features)):
@@ -221,11 +239,14 @@ def predict_logits(task: SpanTask, run_config: training.RunConfig,
 
 
 def _predict(options: SquadOptions, task: SpanTask, run_config: training.RunConfig, strategy,
-             cached: squad_records.CachedRecords, tokenizer) -> dict[str, Any]:
+             cached: squad_records.CachedRecords, tokenizer, checkpoint: str | None = None,
+             write: bool = True) -> dict[str, Any]:
+    """Predicts the predict file from `checkpoint` (default: the latest); with answers in the
+    file also its metrics ("eval"). `write`: the prediction and results files too."""
     v2 = options.version_2_with_negative
     examples, _ = squad.read_squad_examples(options.predict_file, False, v2)
     start_logits, end_logits = predict_logits(task, run_config, strategy, cached,
-                                              options.max_seq_length)
+                                              options.max_seq_length, checkpoint)
     predictions = squad_postprocess.compute_predictions(
         examples, squad_records.load_metadata(cached), start_logits, end_logits, tokenizer,
         options.n_best_size, options.max_answer_length, options.do_lower_case, v2,
@@ -241,6 +262,10 @@ def _predict(options: SquadOptions, task: SpanTask, run_config: training.RunConf
         logging.info("null_score_diff_threshold=auto: %.4f maximises F1 on %s", threshold,
                      options.predict_file)
     threshold = float(threshold)
+    if not write:
+        if not gold:
+            raise UserError(f"{options.predict_file} has no answers to evaluate during training")
+        return {"eval": evaluate(dataset, predictions, threshold, v2)}
     files = squad_postprocess.write_predictions(run_config.output_dir, predictions, threshold)
     out: dict[str, Any] = {"files": files}
     if gold:

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.ner import data as tagging
+from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import loop as training
@@ -62,8 +63,8 @@ def test_char_format_bioes_windows_eval_and_predict(char_model, tmp_path):
         os.path.join(NER, "char_dev.txt"), "char"), options, out["labels"], _tokenizer(char_model),
         str(tmp_path / "check.tf_record"), 3)
     assert dev.features.num_windows == 6 and int(dev.features.arrays["label_weights"].sum()) == 14
-    loop = training.evaluate(ner_task.TaggingTask(_config(char_model), 9), run_config,
-                             ner_task.input_fn(dev, 6, False))
+    task = ner_task.make_task(options, _config(char_model), out["labels"], 1e-2)
+    loop = training.evaluate(task, run_config, ner_task.input_fn(dev, 6, False))
     assert out["eval"]["eval_accuracy"] == pytest.approx(loop["accuracy"], abs=1e-6)
     assert out["eval"]["eval_loss"] == pytest.approx(loop["tagging_loss"], rel=1e-6)
     assert "test" not in out  # the test file has no tags
@@ -73,6 +74,11 @@ def test_char_format_bioes_windows_eval_and_predict(char_model, tmp_path):
     assert [line[:1] for line in lines] == [line[:1] for line in source]
     predicted = [line.split(" ")[1] for line in lines if line]
     assert len(predicted) == 12 and set(predicted) <= set(out["labels"])
+    # Decoded under the BIOES constraints (the default): every sentence's spans are well formed.
+    for block in "\n".join(lines).split("\n\n"):
+        tags = [line.split(" ")[1] for line in block.splitlines()]
+        assert tags == tag_metrics.tags_from_entities(tag_metrics.entities(tags), len(tags),
+                                                      "bioes")
 
     # A predict-only run reads label_list.txt and tags the same way.
     again = ner_task.run_ner(dataclasses.replace(options, do_train=False, do_eval=False), run_config)
@@ -142,5 +148,5 @@ def test_demo_set_learns_through_the_script(demo_run):
     for src, line in zip(source, written):
         if src and not src.startswith("-DOCSTART-"):
             assert line.startswith(src + " ") and line.split()[-1] in labels
-        else:
-            assert line == src
+        else:  # blank lines copied; -DOCSTART- gets an O column (conlleval's column count)
+            assert line == (src + " O" if src else src)

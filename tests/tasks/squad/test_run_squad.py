@@ -80,7 +80,7 @@ def trained(tmp_path_factory):
     options = squad_task.SquadOptions(
         bert_config_file=config_file, vocab_file=vocab, train_file=str(train_file),
         predict_file=predict_file, do_train=True, do_predict=True, num_train_epochs=3.0,
-        max_seq_length=MAX_SEQ_LENGTH, doc_stride=16, max_query_length=12)
+        max_seq_length=MAX_SEQ_LENGTH, doc_stride=16, max_query_length=12, eval_every_epoch=True)
     run_config = training.RunConfig(output_dir=str(root / "out"), train_batch_size=16,
                                     learning_rate=3e-3, log_every_n_steps=1000)
     results = squad_task.run_squad(options, run_config)
@@ -125,6 +125,19 @@ def test_learns_the_templated_questions_and_writes_the_outputs(trained):
     written = json.load(open(os.path.join(out_dir, "eval_results.json")))
     assert written == pytest.approx(results["eval"])
     assert not os.path.exists(os.path.join(out_dir, "null_odds.json"))
+
+
+def test_evaluates_every_epoch_and_predicts_from_the_best(trained):
+    out_dir = trained["run_config"].output_dir
+    state = json.load(open(os.path.join(out_dir, "best_state.json")))
+    # 319 questions / 16 = 19 steps an epoch: evaluated at 19, 38, 57 and the last step 59.
+    assert state["metric"] == "f1" and state["last_step"] == 59
+    best = {line.split(" = ")[0]: float(line.split(" = ")[1]) for line in
+            open(os.path.join(out_dir, "best", "eval_results.txt"))}
+    assert state["best_step"] in (19, 38, 57, 59) and best["f1"] == state["best_score"]
+    # --predict_from=best (the default): the predict file's figures are best/'s.
+    assert trained["results"]["eval"]["f1"] == pytest.approx(best["f1"])
+    assert trained["results"]["eval"]["exact_match"] == pytest.approx(best["exact_match"])
 
 
 def test_training_leaves_the_unused_pooler_as_initialised(trained):

@@ -1,0 +1,173 @@
+"""One run per output directory: a lock held for the run's life, and the cleanup of dead runs' files.
+
+`output_lock(path)` takes an exclusive `filelock` lock (flock(2) on Unix) on `<dir>/.bert_tf.lock`
+and notes the holder (host, pid, start time, command line) in `<dir>/.bert_tf.lock.owner.json`;
+both are deleted when the run ends.
+A second run on the same directory stops at once with one `error:` line naming the holder. The
+operating system releases the lock when its process dies however it dies (kill -9, power loss
+of a local disk), so a lock left by a dead run is taken over: the owner file it left says who it
+was, in one log line. Once the lock is held, the temporaries that dead runs left in the
+directory are deleted (`remove_dead_temporaries`).
+
+Paths with a scheme (gs://, s3://): object stores have no locks. The lock is then a local file
+named after the path (under the system's temporary directory), which keeps out a second run on
+the same machine only; runs on other machines are not seen (one log line says so).
+
+Multi-worker training (TF_CONFIG): only the chief takes the lock; the other workers share the
+chief's output directory by design.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import errno
+import hashlib
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+from typing import Iterator
+
+import filelock
+from absl import logging
+
+from bert_tf import filesystem
+from bert_tf.errors import UserError
+
+LOCK_NAME = ".bert_tf.lock"
+OWNER_SUFFIX = ".owner.json"
+# Temporaries of bert_tf's atomic writes, checkpoints and exports: `name.tmp-<pid>`,
+# `name.tmp<pid>`, `name.tmp-<pid>.npz`, `ckpt-N_temp/` (TensorFlow's sharded save),
+# `.export.tmp-<hex>` (SavedModel exports), `.tmp-<name>-<hex>` (checkpoint conversions).
+DEAD_TEMPORARY = re.compile(r"(\.tmp-?\d+(\.npz)?|^ckpt-\d+_temp|^\..+\.tmp-[0-9a-f]{8,}|^\.tmp-.+-[0-9a-f]{8})$")
+_EXPORT_TEMPORARY = re.compile(r"^\.(.+)\.tmp-[0-9a-f]{8,}$")
+
+
+def is_chief_process() -> bool:
+    """False on the non-chief tasks of a TF_CONFIG cluster (they share the chief's directory)."""
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except ValueError:
+        return True
+    task = config.get("task") or {}
+    kind, index = task.get("type"), int(task.get("index", 0) or 0)
+    if not kind:
+        return True
+    return kind == "chief" or (kind == "worker" and index == 0 and "chief" not in config.get("cluster", {}))
+
+
+def lock_path(directory: str, name: str = LOCK_NAME) -> str:
+    """The local lock file for `directory` (see the module docstring for scheme paths)."""
+    if filesystem.scheme(directory):
+        digest = hashlib.sha256(filesystem.join(directory, name).encode()).hexdigest()[:24]
+        return os.path.join(tempfile.gettempdir(), "bert_tf-locks", digest + ".lock")
+    return os.path.join(directory, name)
+
+
+@contextlib.contextmanager
+def output_lock(directory: str, flag: str = "--output_dir", name: str = LOCK_NAME,
+                clean: bool = True) -> Iterator[None]:
+    """Holds the lock of `directory` (created if needed) for the body's life.
+
+    Args:
+      directory: the run's output directory (local or scheme://).
+      flag: the flag that named it, for the error message.
+      name: the lock file's name in the directory (`create_pretraining_data` locks per output).
+      clean: delete the temporaries of dead runs at the top of `directory` once the lock is held
+        (False where the directory may be shared with runs under other locks).
+
+    Raises:
+      UserError: another live run holds it (the message names its host, pid, start and command).
+    """
+    if not is_chief_process():
+        yield
+        return
+    path = lock_path(directory, name)
+    if not filesystem.scheme(directory) and os.path.exists(directory) and not os.path.isdir(directory):
+        raise UserError(f"{flag}={directory} is an existing file, not a directory: give a "
+                        "directory (created if missing)")
+    if filesystem.scheme(directory):
+        logging.info("%s: %s has no file locks; only runs on this machine are kept out (lock %s)",
+                     flag, directory, path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    # No soft (existence) lock where flock(2) is missing: it would outlive a killed run.
+    lock = filelock.FileLock(path, timeout=0, fallback_to_soft=False)
+    owner = path + OWNER_SUFFIX
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise UserError(f"{flag}={directory} is in use by another run ({_describe(owner)}); wait for "
+                        f"it to end or give another {flag}") from None
+    except OSError as e:
+        if e.errno not in (errno.ENOSYS, errno.ENOTSUP, errno.ENOLCK):
+            raise
+        logging.warning("%s: the file system of %s has no file locks (%s); this run is not "
+                        "protected from a second one", flag, path, e.strerror)
+        yield
+        return
+    try:
+        if os.path.exists(owner):
+            logging.warning("%s: taking over the lock left by a run that is no longer running (%s)",
+                            directory, _describe(owner))
+        _write_owner(owner)
+        if clean and not filesystem.scheme(directory):
+            remove_dead_temporaries(directory)
+        yield
+    finally:
+        # Unlinked while still held: a contender that opened the old file finds it unlinked once
+        # it gets the flock and starts over (filelock checks the inode), so nothing is left behind.
+        for leftover in (owner, path):
+            with contextlib.suppress(OSError):
+                os.remove(leftover)
+        lock.release()
+
+
+def _write_owner(owner: str) -> None:
+    info = {"host": socket.gethostname(), "pid": os.getpid(),
+            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv)}
+    tmp = f"{owner}.tmp-{os.getpid()}"
+    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
+        json.dump(info, f)
+    os.replace(tmp, owner)
+
+
+def _describe(owner: str) -> str:
+    """'pid 123 on host h since <time>: <command>' from the owner file, or what is known."""
+    try:
+        with open(owner, encoding="utf-8") as f:
+            info = json.load(f)
+        return (f"pid {info['pid']} on host {info['host']} since {info['started']}: "
+                f"{info['command']}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"holder not recorded in {owner} yet"
+
+
+def remove_dead_temporaries(directory: str) -> list[str]:
+    """Deletes the temporaries (`DEAD_TEMPORARY`) at the top of `directory`; call with its lock
+    held, when no live run can be writing them. Returns what was deleted (each is logged)."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return removed
+    for name in sorted(names):
+        if not DEAD_TEMPORARY.search(name):
+            continue
+        path = os.path.join(directory, name)
+        export = _EXPORT_TEMPORARY.match(name)
+        if export and os.path.isdir(path) and not os.path.exists(os.path.join(directory, export.group(1))):
+            # A kill between an export's two renames leaves it only here: keep it.
+            logging.warning("Keeping %s: %s is missing, so it may be that export's only copy",
+                            path, export.group(1))
+            continue
+        logging.info("Deleting %s, left by a run that did not finish", path)
+        if os.path.isdir(path):
+            filesystem.delete_tree(path)
+        else:
+            filesystem.delete(path)
+        removed.append(path)
+    return removed
