@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from bert_tf import full_disk
 from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import UserError
 
@@ -118,11 +119,13 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
         tf.io.gfile.makedirs(parent)
     tmp = os.path.join(parent, f".tmp-{base}-{uuid.uuid4().hex[:8]}")
     names = sorted(arrays)
-    tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
-    for name, text in files.items():
-        with tf.io.gfile.GFile(os.path.join(tmp, name), "wb" if isinstance(text, bytes) else "w") as f:
-            f.write(text)
+    with full_disk.named_when_full(os.fspath(prefix), lambda: full_disk.remove_if_exists(tmp)):
+        tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
+        for name, text in files.items():
+            mode = "wb" if isinstance(text, bytes) else "w"
+            with tf.io.gfile.GFile(os.path.join(tmp, name), mode) as f:
+                f.write(text)
     if new_directory:
         tf.io.gfile.rename(tmp, directory)
         return

@@ -20,6 +20,7 @@ from absl import logging
 from bert_tf.errors import UserError
 
 STRATEGIES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
+DEFAULT_WORKER_TIMEOUT_SECONDS = 60
 _POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
 
@@ -47,7 +48,8 @@ def default_strategy_name(use_tpu: bool = False, num_gpus: int | None = None) ->
 
 def get_strategy(name: str | None = None, *, use_tpu: bool = False, num_gpus: int | None = None,
                  tpu_name: str | None = None, tpu_zone: str | None = None,
-                 gcp_project: str | None = None, master: str | None = None
+                 gcp_project: str | None = None, master: str | None = None,
+                 worker_timeout_seconds: int = DEFAULT_WORKER_TIMEOUT_SECONDS
                  ) -> tf.distribute.Strategy:
     """Builds the strategy `name` (one of STRATEGIES; None: `default_strategy_name`).
 
@@ -56,6 +58,8 @@ def get_strategy(name: str | None = None, *, use_tpu: bool = False, num_gpus: in
         use_tpu, tpu_name, tpu_zone, gcp_project, master: the original's TPU flags; the TPU is
             `tpu_name`, or `master` (a grpc:// address) when no name is given.
         num_gpus: GPUs for `mirrored` (None: every visible GPU; 0: the CPU).
+        worker_timeout_seconds: `multi_worker_mirrored`: a worker silent for this long is lost
+            and the others stop (see `_watch_worker_heartbeats`).
 
     Raises:
         ValueError: an unknown name, or `tpu` without a TPU to connect to.
@@ -72,6 +76,7 @@ def get_strategy(name: str | None = None, *, use_tpu: bool = False, num_gpus: in
         if not os.environ.get("TF_CONFIG"):
             raise UserError("multi_worker_mirrored needs the TF_CONFIG environment variable "
                              "(cluster and task of this process); see docs/training.md")
+        _watch_worker_heartbeats(worker_timeout_seconds)
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     else:
         gpus = tf.config.list_logical_devices("GPU")
@@ -80,6 +85,28 @@ def get_strategy(name: str | None = None, *, use_tpu: bool = False, num_gpus: in
     logging.info("distribution: %s with %d replica(s)", type(strategy).__name__,
                  strategy.num_replicas_in_sync)
     return strategy
+
+
+def _watch_worker_heartbeats(timeout_seconds: int) -> None:
+    """Sets how long the coordination service waits for a silent worker before every other
+    worker's collectives fail (and the loop stops naming it, `preemption.lost_worker_error`).
+
+    MultiWorkerMirroredStrategy starts the service with TensorFlow's defaults when none is
+    configured; this configures it the same way (every chief and worker task, led by the first)
+    with the heartbeat timeout. There is no public API for it, hence the eager context's own.
+    """
+    from tensorflow.python.distribute import multi_worker_util  # noqa: PLC0415
+    from tensorflow.python.eager import context  # noqa: PLC0415
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2  # noqa: PLC0415
+
+    if timeout_seconds < 1:
+        raise UserError(f"--worker_timeout_seconds must be at least 1, got {timeout_seconds}")
+    cluster = tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec()
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster.num_tasks(job))
+            for job in ("chief", "worker") if job in cluster.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(cluster),
+        coordinated_jobs=jobs, heartbeat_timeout_in_ms=timeout_seconds * 1000)
 
 
 def _tpu_strategy(tpu: str | None, zone: str | None, project: str | None):

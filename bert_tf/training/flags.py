@@ -159,6 +159,9 @@ def define_flags() -> None:
                       "Default: tpu with --use_tpu; multi_worker_mirrored when TF_CONFIG names "
                       "several tasks; mirrored with 2+ GPUs; else one_device.")
     flags.DEFINE_integer("num_gpus", None, "GPUs for the mirrored strategy (default: all).")
+    flags.DEFINE_integer("worker_timeout_seconds", distribution.DEFAULT_WORKER_TIMEOUT_SECONDS,
+                         "multi_worker_mirrored: a worker silent (no heartbeat) for this long is "
+                         "lost, and the others stop naming it (docs/cluster.md).")
     flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                       "Compute dtype; variables stay float32. float16 adds dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the training step with XLA.")
@@ -179,7 +182,7 @@ def strategy_from_flags(flag_values: flags.FlagValues):
         flag_values.distribution_strategy, use_tpu=flag_values.use_tpu,
         num_gpus=flag_values.num_gpus, tpu_name=flag_values.tpu_name,
         tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project,
-        master=flag_values.master)
+        master=flag_values.master, worker_timeout_seconds=flag_values.worker_timeout_seconds)
 
 
 def _field_values(flag_values: flags.FlagValues, cls: type) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
+from bert_tf import full_disk
+
 # What tf.summary.scalar writes, without needing the tensorboard package at training time.
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
@@ -120,6 +122,7 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
     if directory:
         tf.io.gfile.makedirs(directory)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as writer:
-        writer.write(format_eval_results(results))
+    with full_disk.named_when_full(path, lambda: full_disk.remove_if_exists(tmp)):
+        with tf.io.gfile.GFile(tmp, "w") as writer:
+            writer.write(format_eval_results(results))
     tf.io.gfile.rename(tmp, path, overwrite=True)

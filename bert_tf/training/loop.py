@@ -24,10 +24,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import optimization
+from bert_tf import full_disk, optimization
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig
-from bert_tf.training import distribution, steps as training_steps
+from bert_tf.training import distribution, preemption, steps as training_steps
 from bert_tf.training.log import SummaryLog, summarize, write_scalars
 
 InputFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
@@ -249,7 +249,15 @@ def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:
 
 
 def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
-    path = manager.save(checkpoint_number=step)
+    if manager.latest_checkpoint and manager.latest_checkpoint.endswith(f"-{step}"):
+        return  # a preemption save right after the periodic one
+    prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
+
+    def remove_partial() -> None:
+        full_disk.remove_if_exists(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+
+    with full_disk.named_when_full(prefix, remove_partial):
+        path = manager.save(checkpoint_number=step)
     if chief:
         logging.info("saved %s", path)
     else:
@@ -295,30 +303,37 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
             task, run.model, run.optimizer,
             accumulation_steps=config.gradient_accumulation_steps,
             loss_scale=config.dtype == "float16", jit_compile=config.use_xla)
-        loop = training_steps.make_train_loop(strategy, step_fn)
     iterator = iter(_distribute(strategy, input_fn, config.train_batch_size, skip_steps=start))
     manager = _checkpoint_manager(run, chief)
     log = SummaryLog(os.path.join(config.output_dir, "train") if chief else None,
                      config.num_train_steps, config.train_batch_size,
                      last_values=training_steps.LAST_VALUE_FIGURES)
     step, figures = start, {}
-    while step < config.num_train_steps:
-        steps = _steps_this_call(step, config)
-        if evaluator is not None:
-            steps = min(steps, evaluator.steps_to_next(step))
-        started = time.perf_counter()
-        totals = loop(iterator, tf.constant(steps, tf.int32))
-        run.global_step.assign_add(steps)
-        totals = {name: float(value) for name, value in totals.items()}  # waits for the steps
-        step += steps
-        log.add(totals, steps, time.perf_counter() - started)
-        if step % config.log_every_n_steps == 0 or step == config.num_train_steps:
-            figures = log.flush(step)
-        evaluate = evaluator is not None and evaluator.due(step, config.num_train_steps)
-        if evaluate or step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
-            _save(manager, step, chief)
-        if evaluate and evaluator(step, _checkpoint_path(config, step)):
-            break
+    with preemption.PreemptionWatch(strategy, lambda at: _save(manager, at, chief),
+                                    config.output_dir) as watch:
+        with strategy.scope():
+            loop = training_steps.make_train_loop(strategy, step_fn, watch.notice)
+        while step < config.num_train_steps:
+            steps = _steps_this_call(step, config)
+            if evaluator is not None:
+                steps = min(steps, evaluator.steps_to_next(step))
+            started = time.perf_counter()
+            with preemption.lost_workers_named(config.output_dir):
+                totals, steps, noticed = loop(iterator, tf.constant(steps, tf.int32))
+                steps = int(steps)  # waits for the steps; fewer than asked after a notice
+            run.global_step.assign_add(steps)
+            totals = {name: float(value) for name, value in totals.items()}
+            step += steps
+            log.add(totals, steps, time.perf_counter() - started)
+            if step % config.log_every_n_steps == 0 or step == config.num_train_steps:
+                figures = log.flush(step)
+            evaluate = evaluator is not None and evaluator.due(step, config.num_train_steps)
+            if (evaluate or step % config.save_checkpoints_steps == 0
+                    or step == config.num_train_steps):
+                _save(manager, step, chief)
+            if evaluate and evaluator(step, _checkpoint_path(config, step)):
+                break
+            watch.after_call(step, bool(noticed))
     return {**figures, "global_step": float(step)}
 
 

@@ -206,15 +206,29 @@ def first_replica(strategy: tf.distribute.Strategy, value: Any) -> Any:
     return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
 
 
-def make_train_loop(strategy: tf.distribute.Strategy, step: Callable) -> Callable:
-    """Returns a tf.function `loop(iterator, steps) -> figures summed over the steps`
-    (those of LAST_VALUE_FIGURES: the last step's).
+def make_train_loop(strategy: tf.distribute.Strategy, step: Callable,
+                    notice: tf.Variable | None = None) -> Callable:
+    """Returns a tf.function `loop(iterator, steps) -> (figures, steps_run, noticed)`: the figures
+    summed over the steps (those of LAST_VALUE_FIGURES: the last step's), how many steps ran and
+    whether a preemption notice ended the call.
 
     `steps` (int32 scalar tensor, ≥ 1) updates run in one call: one host round trip for many
-    updates (the original's `iterations_per_loop`).
+    updates (the original's `iterations_per_loop`). With `notice` (a float32 scalar variable of
+    this process, > 0 once a preemption notice came, see `bert_tf.training.preemption`) the call
+    ends after the first step at which any worker has seen a notice: every call still runs at
+    least one step, and all workers stop after the same one (with several workers the notices
+    are summed by an all-reduce after every step).
     """
     def one_step(iterator):
         return first_replica(strategy, strategy.run(step, args=(next(iterator),)))
+
+    def noticed():
+        if notice is None:
+            return tf.constant(False)
+        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return tf.identity(notice) > 0  # one process: its own notice (host side, TPU too)
+        total = strategy.run(lambda: _all_reduce(tf.identity(notice)))
+        return first_replica(strategy, total) > 0
 
     def add(totals, figures):
         return {name: value if name in LAST_VALUE_FIGURES else totals[name] + value
@@ -222,8 +236,10 @@ def make_train_loop(strategy: tf.distribute.Strategy, step: Callable) -> Callabl
 
     @tf.function(autograph=False)
     def loop(iterator, steps):
-        def add_next(i, totals):
-            return i + 1, add(totals, one_step(iterator))
+        def add_next(i, totals, _):
+            totals = add(totals, one_step(iterator))
+            with tf.control_dependencies(tf.nest.flatten(totals)):
+                return i + 1, totals, noticed()
 
         # Sums start from zeros shaped like the figures (traced, never run), not from a first
         # step outside the loop: with one copy of the step in the graph, TensorFlow optimises
@@ -231,6 +247,8 @@ def make_train_loop(strategy: tf.distribute.Strategy, step: Callable) -> Callabl
         figures = tf.function(one_step, autograph=False).get_concrete_function(iterator)
         zeros = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype),
                                       figures.structured_outputs)
-        _, totals = tf.while_loop(lambda i, _: i < steps, add_next, (tf.constant(0), zeros))
-        return totals
+        done, totals, stop = tf.while_loop(lambda i, _, stop: tf.logical_and(i < steps,
+                                                                           tf.logical_not(stop)),
+                                        add_next, (tf.constant(0), zeros, tf.constant(False)))
+        return totals, done, stop
     return loop

@@ -2,8 +2,6 @@
 
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,9 +14,7 @@ from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import loop as training
 from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config, write_unmasked_records
-from conftest import REPO
-
-HELPER = os.path.join(REPO, "tests", "pretraining_subprocess.py")
+from pretraining_runs import start, wait, weights
 
 
 @pytest.fixture(scope="module")
@@ -40,43 +36,25 @@ def _flags(data, output_dir, **overrides):
     return [f"--{name}={value}" for name, value in flags.items()]
 
 
-def _start(args):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
-           "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.Popen([sys.executable, HELPER, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def _wait(process, returncode=0):
-    output, _ = process.communicate(timeout=300)
-    assert process.returncode == returncode, output[-3000:]
-
-
-def _weights(prefix):
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(("model/", "optimizer/", "global_step", "rng/"))}
-
-
 @pytest.fixture(scope="module")
 def runs(data, tmp_path_factory):
     """The same command run straight through, and killed (kill -9) then re-run."""
     directory = tmp_path_factory.mktemp("runs")
     straight, resumed = str(directory / "straight"), str(directory / "resumed")
     # Eval and export come after the last update: they do not change the weights compared.
-    uninterrupted = _start(_flags(data, straight, do_eval=True, export_google_checkpoint=True,
+    uninterrupted = start(_flags(data, straight, do_eval=True, export_google_checkpoint=True,
                                   keep_checkpoint_max=2, max_eval_steps=2))
     # Killed while about to write ckpt-8: ckpt-4 survives, steps 5-8 are lost.
-    _wait(_start(["--kill_at_checkpoint=8", *_flags(data, resumed)]), returncode=-9)
+    wait(start(["--kill_at_checkpoint=8", *_flags(data, resumed)]), returncode=-9)
     assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
-    _wait(_start(_flags(data, resumed)))  # the same command again resumes
-    _wait(uninterrupted)
+    wait(start(_flags(data, resumed)))  # the same command again resumes
+    wait(uninterrupted)
     return straight, resumed
 
 
 def test_kill_and_resume_ends_with_the_weights_of_an_uninterrupted_run(runs):
     straight, resumed = runs
-    expected, got = _weights(straight + "/ckpt-12"), _weights(resumed + "/ckpt-12")
+    expected, got = weights(straight + "/ckpt-12"), weights(resumed + "/ckpt-12")
     assert set(got) == set(expected) and any(name.startswith("optimizer/") for name in got)
     assert any(name.startswith("rng/") for name in got)  # dropout RNG states
     for name in expected:
@@ -88,12 +66,15 @@ def test_kill_and_resume_with_dynamic_masking_ends_with_the_uninterrupted_weight
     """Masks drawn in tf.data (40 records, 12 steps of 8: every record seen in 2-3 epochs)."""
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
     dynamic = dict(input_file=data["unmasked"], eval_input_file=data["unmasked"])
-    uninterrupted = _start(_flags(data, straight, **dynamic))
-    _wait(_start(["--kill_at_checkpoint=8", *_flags(data, resumed, **dynamic)]), returncode=-9)
+    uninterrupted = start(_flags(data, straight, **dynamic))
+    # Killed in the middle of saving ckpt-8 (its files written, not yet committed): ckpt-4 is
+    # still the one chosen.
+    wait(start(["--kill_while_saving=8", *_flags(data, resumed, **dynamic)]), returncode=-9)
+    assert os.path.exists(f"{resumed}/ckpt-8.index")
     assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
-    _wait(_start(_flags(data, resumed, **dynamic)))
-    _wait(uninterrupted)
-    expected, got = _weights(straight + "/ckpt-12"), _weights(resumed + "/ckpt-12")
+    wait(start(_flags(data, resumed, **dynamic)))
+    wait(uninterrupted)
+    expected, got = weights(straight + "/ckpt-12"), weights(resumed + "/ckpt-12")
     assert set(got) == set(expected)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
