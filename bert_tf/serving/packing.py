@@ -39,7 +39,8 @@ def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep
       ids_b: int64 ragged [B, (Tb)] second segment, or None for single-sentence models.
       cls_id, sep_id: the vocabulary's [CLS] and [SEP] ids.
       max_seq_length: the longest packed row (>= 3 for pairs, >= 2 otherwise).
-      has_b: bool [B], which rows are pairs (default: all when `ids_b` is given); the others
+      has_b: bool [B], which rows are pairs (default: all when `ids_b` is given; a row whose
+        second text has no tokens is never one, as in the original); the others
         pack as single texts, `[CLS] a [SEP]` trimmed to max_seq_length - 2 (extract_features'
         `text` lines beside `text_a ||| text_b` lines).
 
@@ -55,8 +56,8 @@ def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep
         keep_a = single_a
         pieces = [column(cls_id), _head(ids_a, keep_a), column(sep_id)]
     else:
-        if has_b is None:
-            has_b = tf.ones([batch], tf.bool)
+        # The original's `if tokens_b`: a second text without tokens packs as a single text.
+        has_b = ids_b.row_lengths() > 0 if has_b is None else has_b & (ids_b.row_lengths() > 0)
         len_b = tf.where(has_b, tf.cast(ids_b.row_lengths(), tf.int32), 0)
         pair_a, keep_b = truncate_pair_lengths(len_a, len_b, max_seq_length - 3)
         keep_a = tf.where(has_b, pair_a, single_a)
