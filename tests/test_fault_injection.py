@@ -83,7 +83,7 @@ def test_damaged_classifier_cache_is_rebuilt(how, glue_tokenizer, tmp_path, capl
     original = open(split.path, "rb").read()
     assert len(list(tfrecord.read_records(split.path))) == split.num_examples > 1
     _damage(split.path, how)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"):
         again = cache.records("train")
     assert again.num_examples == split.num_examples
     assert open(again.path, "rb").read() == original
@@ -94,7 +94,7 @@ def test_unreadable_classifier_sidecar_is_rebuilt(glue_tokenizer, tmp_path, capl
     cache = _classifier_cache(glue_tokenizer, tmp_path)
     split = cache.records("dev")
     open(split.path + ".json", "w").close()  # emptied by a crash of the file system
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"):
         assert cache.records("dev").num_examples == split.num_examples
     assert any("unreadable" in r.message for r in caplog.records)
 
@@ -121,7 +121,7 @@ def test_damaged_squad_cache_or_sidecar_is_rebuilt(target, tmp_path, caplog):
             f.truncate(os.path.getsize(path) // 2)
     else:
         _damage(path, "boundary")
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"):
         again = build()
     assert (again.num_examples, again.num_features) == (cached.num_examples, cached.num_features)
     assert {name: open(tmp_path / name, "rb").read() for name in before} == before
@@ -189,7 +189,7 @@ def test_damaged_part_or_marker_is_redone(how, corpus, reference_output, tmp_pat
         os.remove(part)
     else:
         _damage(part, how)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"):
         create_pretraining_data(config)
     outputs = pretraining_output.expand_output_files(config.output_file)
     assert [open(p, "rb").read() for p in outputs] == reference_output
@@ -223,7 +223,7 @@ def test_kill_9_while_the_work_directory_is_deleted_resumes(corpus, reference_ou
     assert os.path.exists(tmp_path / ".out.tfrecord-00000-of-00002.lock.owner.json")  # the dead run's
     for path in pretraining_output.expand_output_files(out):
         os.remove(path)  # outputs lost too: the rerun must redo the blocks, not trust markers
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         create_pretraining_data(_data_config(corpus, out))
     outputs = pretraining_output.expand_output_files(out)
     assert [open(p, "rb").read() for p in outputs] == reference_output
@@ -247,7 +247,7 @@ def test_object_store_directory_is_locked_on_this_machine(caplog):
     directory = "gs://bucket-that-is-never-contacted/run"
     path = run_lock.lock_path(directory)
     assert not path.startswith("gs://") and path == run_lock.lock_path(directory)
-    with caplog.at_level(logging.INFO), run_lock.output_lock(directory):
+    with caplog.at_level(logging.INFO, logger="absl"), run_lock.output_lock(directory):
         assert os.path.exists(path)
         with pytest.raises(UserError, match=f"--output_dir={directory} is in use"):
             with run_lock.output_lock(directory):
@@ -285,7 +285,7 @@ def test_lock_of_a_dead_run_is_taken_over(tmp_path, caplog):
                           env={**os.environ, "PYTHONPATH": ROOT})
     assert dead.returncode == -signal.SIGKILL
     holder = json.load(open(tmp_path / ".bert_tf.lock.owner.json"))
-    with caplog.at_level(logging.WARNING), run_lock.output_lock(str(tmp_path)):
+    with caplog.at_level(logging.WARNING, logger="absl"), run_lock.output_lock(str(tmp_path)):
         pass
     assert any("taking over" in r.message and f"pid {holder['pid']}" in r.message
                for r in caplog.records)

@@ -112,7 +112,7 @@ def test_static_shapes_turn_dynamic_padding_off_under_xla_and_tpu(tiny_config, t
         vocab_file=os.path.join(glue, "vocab.txt"), max_seq_length=13, do_train=True,
         group_by_length=True)
     input_fns = []
-    monkeypatch.setattr(training, "train", lambda task, config, input_fn, strategy:
+    monkeypatch.setattr(training, "train", lambda task, config, input_fn, *args:
                         input_fns.append(input_fn) or {})
 
     def train_batch_shape(**run_options):
