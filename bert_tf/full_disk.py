@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 from typing import Callable, Iterator
 
 import tensorflow as tf
@@ -59,3 +60,13 @@ def named_when_full(path: str, remove_partial: Callable[[], None]) -> Iterator[N
         raise DiskFullError(f"{path}: {_FULL_ERRNOS[code]} while writing it (nothing was left "
                             f"under that name); free space and run the same command again"
                             ) from error
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    """Writes `text` to `path` (local or tf.io.gfile) under a temporary name, then renames it, so
+    that no reader sees half a file; a full disk is one DiskFullError naming `path`."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with named_when_full(path, lambda: remove_if_exists(tmp)):
+        with tf.io.gfile.GFile(tmp, "w") as writer:
+            writer.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)

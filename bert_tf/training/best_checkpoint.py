@@ -30,6 +30,7 @@ from typing import Callable, Mapping, Sequence
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import full_disk
 from bert_tf.errors import UserError
 from bert_tf.training import log as training_log
 
@@ -184,12 +185,9 @@ class BestCheckpoint:
         return _State(**saved)
 
     def _write_state(self) -> None:
-        path = self._state_path()
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            json.dump({"metric": self.metric.key, "mode": self.metric.mode,
-                       **dataclasses.asdict(self.state)}, f, indent=1)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        full_disk.write_text_atomically(self._state_path(), json.dumps(
+            {"metric": self.metric.key, "mode": self.metric.mode,
+             **dataclasses.asdict(self.state)}, indent=1))
 
 
 def _finish_swap(best_dir: str) -> None:

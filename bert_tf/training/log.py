@@ -121,8 +121,4 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
     directory = os.path.dirname(path)
     if directory:
         tf.io.gfile.makedirs(directory)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with full_disk.named_when_full(path, lambda: full_disk.remove_if_exists(tmp)):
-        with tf.io.gfile.GFile(tmp, "w") as writer:
-            writer.write(format_eval_results(results))
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    full_disk.write_text_atomically(path, format_eval_results(results))

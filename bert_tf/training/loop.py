@@ -234,11 +234,8 @@ def _write_bert_config(model: keras.Model, output_dir: str) -> None:
     """output_dir/bert_config.json, atomically, local or gs:// (so the run is a whole model)."""
     config = getattr(model, "config", None)
     if isinstance(config, BertConfig):
-        path = os.path.join(output_dir, "bert_config.json")
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(config.to_json_string())
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        full_disk.write_text_atomically(os.path.join(output_dir, "bert_config.json"),
+                                        config.to_json_string())
 
 
 def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import full_disk
 from bert_tf.errors import UserError
 
 THRESHOLDS_FILE = "thresholds.json"
@@ -86,11 +87,8 @@ def tune_thresholds(gold: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
 def write_thresholds(directory: str, labels: Sequence[str], thresholds: np.ndarray) -> str:
     """`directory/thresholds.json` {"labels", "thresholds"}, atomically."""
     path = os.path.join(directory, THRESHOLDS_FILE)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        json.dump({"labels": list(labels), "thresholds": [float(t) for t in thresholds]}, f,
-                  indent=1)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    full_disk.write_text_atomically(path, json.dumps(
+        {"labels": list(labels), "thresholds": [float(t) for t in thresholds]}, indent=1))
     return path
 
 
