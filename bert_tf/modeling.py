@@ -26,9 +26,10 @@ the TF1 names are under `bert/`, and `.../` abbreviates `encoder/layer_{i}/`):
   layer_{i}.output_layer_norm.{gamma,beta}        [H]         .../output/LayerNorm/*
   pooler.{kernel,bias}                            [H,H],[H]   pooler/dense/*
 
-Query, key and value keep their own [H,H] variables (one-to-one with the original); the forward
-pass concatenates them into one [H,3H] kernel (columns [0:H] query, [H:2H] key, [2H:3H] value)
-for a single matmul. All variables exist as soon as
+Query, key and value keep their own [H,H] variables (one-to-one with the original); in training
+the forward pass concatenates them into one [H,3H] kernel (columns [0:H] query, [H:2H] key,
+[2H:3H] value) for a single matmul, at inference it multiplies by each (no per-call copy of the
+weights). All variables exist as soon as
 the encoder is constructed (no dummy call needed).
 
 Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", matmuls run in the compute
@@ -284,14 +285,22 @@ class TransformerBlock(keras.layers.Layer):
         self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
         self.built = True
 
-    def _projection(self, x: tf.Tensor, layers: tuple[Dense, ...]) -> tf.Tensor:
-        """x [M,H] @ the layers' kernels side by side + their biases → [M, len(layers)·H]."""
+    def _projections(self, x: tf.Tensor, layers: tuple[Dense, ...], training) -> list[tf.Tensor]:
+        """x [M,H] → x @ kernel + bias of each layer: one [M,H] tensor per layer.
+
+        Training multiplies by the kernels side by side ([H,kH]: one matmul, and one for its
+        gradient); inference by each kernel on its own, because concatenating the kernels copies
+        those weights on every call, which a small batch never pays back (about a sixth of
+        MiniLM's time on one short text; at large batches the two are equally fast).
+        """
         dtype = self.compute_dtype
         kernels = [tf.cast(l.kernel, dtype) for l in layers]
         biases = [tf.cast(l.bias, dtype) for l in layers]
-        if len(layers) > 1:  # one layer's kernel is used as is: no concat op left dangling
-            kernels, biases = [tf.concat(kernels, axis=1)], [tf.concat(biases, axis=0)]  # [H,kH]
-        return tf.nn.bias_add(tf.matmul(x, kernels[0]), biases[0])
+        if training and len(layers) > 1:
+            fused = tf.nn.bias_add(tf.matmul(x, tf.concat(kernels, axis=1)),
+                                   tf.concat(biases, axis=0))  # [M,kH]
+            return tf.split(fused, len(layers), axis=1)
+        return [tf.nn.bias_add(tf.matmul(x, k), b) for k, b in zip(kernels, biases)]
 
     def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
         """[B*Q,H] → [B,N,Q,D]."""
@@ -320,21 +329,21 @@ class TransformerBlock(keras.layers.Layer):
         """
         if query_rows is None and layout.key_length is not None:
             # Every position is a row: keys and values only where attention reads them.
-            q = self._projection(x, (self.query,))  # [B*S,H]
-            k, v = tf.split(self._projection(layout.key_rows(x), (self.key, self.value)), 2,
-                            axis=1)  # [B*K,H] each
+            q, = self._projections(x, (self.query,), training)  # [B*S,H]
+            k, v = self._projections(layout.key_rows(x), (self.key, self.value),
+                                     training)  # [B*K,H] each
             residual = x
         elif query_rows is None:
-            qkv = layout.pad(self._projection(x, (self.query, self.key, self.value)))  # [B*S,3H]
-            q, k, v = tf.split(qkv, 3, axis=1)
+            q, k, v = (layout.pad(t) for t in self._projections(
+                x, (self.query, self.key, self.value), training))  # [B*S,H] each
             residual = x
         else:
-            kv = layout.pad(self._projection(x, (self.key, self.value)))  # [B*S,2H]
+            k, v = (layout.pad(t) for t in self._projections(
+                x, (self.key, self.value), training))  # [B*S,H] each
             if layout.key_length is not None:
-                kv = layout.key_rows(kv)  # [B*K,2H]: the keys the mask's K columns cover
-            k, v = tf.split(kv, 2, axis=1)
+                k, v = layout.key_rows(k), layout.key_rows(v)  # [B*K,H]: the mask's K columns
             residual = tf.gather(x, query_rows)  # [B*Q,H]
-            q = self._projection(residual, (self.query,))
+            q, = self._projections(residual, (self.query,), training)
         context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
         if query_rows is None:
             context = layout.unpad(context)  # [T,H]

@@ -24,10 +24,18 @@ def truncate_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor, max_total: int
     return len_a - rest // 2, len_b - (rest + 1) // 2
 
 
-def _head(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
-    """The first `lengths[i]` items of each row of ragged [B, (T)]."""
-    keep = tf.ragged.range(ids.row_lengths()) < tf.expand_dims(tf.cast(lengths, tf.int64), 1)
-    return tf.ragged.boolean_mask(ids, keep)
+def _token_cells(ids: tf.RaggedTensor, keep: tf.Tensor, offset: tf.Tensor, junk: tf.Tensor
+                 ) -> tuple[tf.Tensor, tf.Tensor]:
+    """Where each token of ragged [B, (T)] goes in the packed [B, S+1] grid: the first `keep[i]`
+    of row i to columns `offset[i]`, `offset[i] + 1`, ...; the others to column `junk` (= S).
+
+    Returns:
+      int64 [N,2] (row, column) cells and int64 [N] ids, N = the tokens of `ids`.
+    """
+    rows = ids.value_rowids()  # [N]
+    index = tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(ids.row_starts(), rows)  # [N]
+    keep, offset = (tf.gather(tf.cast(t, tf.int64), rows) for t in (keep, offset))
+    return tf.stack([rows, tf.where(index < keep, offset + index, junk)], axis=1), ids.flat_values
 
 
 def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep_id: int,
@@ -48,29 +56,39 @@ def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep
       `input_ids`, `input_mask`, `segment_ids`: int32 [B,S], S the longest row in the batch;
       `lengths_a`: int32 [B] tokens of `a` kept (what follows [CLS]).
     """
-    batch = ids_a.nrows()
-    column = lambda value: tf.fill([batch, 1], tf.constant(value, tf.int64))  # noqa: E731
     len_a = tf.cast(ids_a.row_lengths(), tf.int32)
     single_a = tf.minimum(len_a, max_seq_length - 2)
     if ids_b is None:
-        keep_a = single_a
-        pieces = [column(cls_id), _head(ids_a, keep_a), column(sep_id)]
+        keep_a, keep_b = single_a, tf.zeros_like(single_a)
     else:
         # The original's `if tokens_b`: a second text without tokens packs as a single text.
         has_b = ids_b.row_lengths() > 0 if has_b is None else has_b & (ids_b.row_lengths() > 0)
         len_b = tf.where(has_b, tf.cast(ids_b.row_lengths(), tf.int32), 0)
         pair_a, keep_b = truncate_pair_lengths(len_a, len_b, max_seq_length - 3)
         keep_a = tf.where(has_b, pair_a, single_a)
-        last_sep = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(has_b, tf.int64))], tf.constant(sep_id, tf.int64)),
-            tf.cast(has_b, tf.int64))
-        pieces = [column(cls_id), _head(ids_a, keep_a), column(sep_id), _head(ids_b, keep_b),
-                  last_sep]
-    first = keep_a + 2
-    packed = tf.concat(pieces, axis=1)  # ragged [B, (S_i)]
-    input_ids = tf.cast(packed.to_tensor(0), tf.int32)  # [B,S]
-    lengths = tf.cast(packed.row_lengths(), tf.int32)
-    positions = tf.range(tf.shape(input_ids)[1])[None, :]  # [1,S]
+        keep_b = tf.where(has_b, keep_b + 1, 0)  # with its [SEP]
+    first = keep_a + 2  # [CLS] a [SEP]
+    lengths = first + keep_b  # [B]
+    # One scatter into [B, S+1] (S the longest row): [CLS], each segment's kept tokens and the
+    # [SEP]s at their columns, dropped tokens into the extra column S, which is cut off.
+    width = tf.maximum(tf.reduce_max(lengths), 0)  # 0 for an empty batch
+    junk = tf.cast(width, tf.int64)
+    rows = tf.range(tf.size(lengths, out_type=tf.int64))  # [B]
+    cells = [tf.stack([rows, tf.zeros_like(rows)], axis=1),
+             tf.stack([rows, tf.cast(first - 1, tf.int64)], axis=1),
+             tf.stack([rows, tf.where(keep_b > 0, tf.cast(lengths - 1, tf.int64), junk)], axis=1)]
+    values = [tf.fill(tf.shape(rows), tf.constant(cls_id, tf.int64)),
+              tf.fill(tf.shape(rows), tf.constant(sep_id, tf.int64)),
+              tf.fill(tf.shape(rows), tf.constant(sep_id, tf.int64))]
+    for ids, keep, offset in ((ids_a, keep_a, tf.ones_like(keep_a)), (ids_b, keep_b - 1, first)):
+        if ids is not None:
+            segment_cells, segment_ids = _token_cells(ids, keep, offset, junk)
+            cells.append(segment_cells)
+            values.append(tf.cast(segment_ids, tf.int64))
+    grid = tf.scatter_nd(tf.concat(cells, 0), tf.concat(values, 0),
+                         tf.stack([tf.size(lengths, out_type=tf.int64), junk + 1]))  # [B,S+1]
+    input_ids = tf.cast(grid[:, :width], tf.int32)  # [B,S]
+    positions = tf.range(width)[None, :]  # [1,S]
     return {"input_ids": input_ids,
             "input_mask": tf.cast(positions < lengths[:, None], tf.int32),
             "segment_ids": tf.cast((positions >= first[:, None]) & (positions < lengths[:, None]),

@@ -385,3 +385,31 @@ def test_output_positions_compute_the_last_layer_only_where_asked(tiny_config):
     assert pooled_only["selected_output"].shape == (B, 0, tiny_config.hidden_size)
     np.testing.assert_allclose(pooled_only["pooled_output"].numpy(),
                                full["pooled_output"].numpy(), atol=1e-5)
+
+
+def _matmul_weight_widths(fn, *args) -> set[int]:
+    """The output widths of the [H,·] weight matrices that `fn`'s graph multiplies by."""
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    return {int(op.inputs[1].shape[1]) for op in graph.get_operations()
+            if op.type == "MatMul" and op.inputs[1].shape.rank == 2}
+
+
+def test_inference_multiplies_by_each_attention_kernel_training_by_them_side_by_side(tiny_config):
+    """At inference no per-call [H,3H] copy of the query/key/value kernels (what a short batch
+    would pay for on every call); training keeps the fused matmul; the outputs agree."""
+    config = tiny_config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    encoder = BertEncoder(config)
+    _randomise(encoder)
+    features = _features(config, lengths=[13, 1, 5, 12, 2, 13, 7])
+    h, i = config.hidden_size, config.intermediate_size
+    for positions in (None, tf.zeros([B, 1], tf.int32)):  # every layer; the last layer's rows
+        infer = _matmul_weight_widths(
+            lambda f: encoder(f, training=False, output_positions=positions), features)
+        train = _matmul_weight_widths(
+            lambda f: encoder(f, training=True, output_positions=positions), features)
+        assert infer == {h, i}
+        assert 3 * h in train or 2 * h in train
+        a = encoder(features, training=False, output_positions=positions)
+        b = encoder(features, training=True, output_positions=positions)
+        np.testing.assert_allclose(a["pooled_output"].numpy(), b["pooled_output"].numpy(),
+                                   atol=1e-6)
