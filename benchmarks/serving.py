@@ -13,9 +13,18 @@ that fill max_seq_length), it prints one JSON line:
 
 and per model a line `short_speedup`: raw-text examples/s on short texts / on long ones (the
 encoder skips padding; the goal: at least 2x). Each figure is the best of --repeats rounds in
-which the four calls alternate (on a shared machine other work only slows a call down). Example:
+which the calls alternate (on a shared machine other work only slows a call down); `*_median`
+figures are the median over the rounds, which moves less with the load than a single best.
+
+Before/after a change, on the same machine in one run: write the exports of one checkout with
+--keep_exports=DIR (the weights are seeded, so both checkouts export the same model), then run
+the other checkout with --baseline_exports=DIR: the baseline's raw-text and ids-in signatures
+alternate with this checkout's in every round, and each row gains `raw_text_vs_baseline` and
+`model_vs_baseline` (the median over rounds of this / baseline examples/s). Example:
 
   python benchmarks/serving.py --models=minilm --batch_sizes=1,32 --min_seconds=3
+  (cd ../main && python benchmarks/serving.py --models=minilm --keep_exports=/tmp/before)
+  python benchmarks/serving.py --models=minilm --batch_sizes=1 --baseline_exports=/tmp/before
 """
 
 from __future__ import annotations
@@ -34,7 +43,11 @@ flags.DEFINE_list("batch_sizes", ["1", "32"], "Examples per call.")
 flags.DEFINE_integer("max_seq_length", 128, "The export's max_seq_length (long texts fill it).")
 flags.DEFINE_float("min_seconds", 3.0, "Timed seconds per measurement, at least.")
 flags.DEFINE_integer("min_iterations", 3, "Timed calls per measurement, at least.")
-flags.DEFINE_integer("repeats", 3, "Rounds of measurements; the best of each is reported.")
+flags.DEFINE_integer("repeats", 5, "Rounds of measurements; the best and the median are reported.")
+flags.DEFINE_string("keep_exports", None, "Keep each model's export in DIR/<model> (for "
+                    "--baseline_exports of another checkout's run).")
+flags.DEFINE_string("baseline_exports", None, "Measure DIR/<model> (another checkout's "
+                    "--keep_exports) alternately with this checkout's export.")
 
 
 def _rate(call, examples: int) -> float:
@@ -46,17 +59,17 @@ def _rate(call, examples: int) -> float:
     return count * examples / (time.perf_counter() - start)
 
 
-def _best_rates(calls: dict, examples: int) -> dict[str, float]:
-    """The best examples/s of each call over --repeats rounds, the calls alternating within a
-    round (one warm-up call each first): on a shared machine other work only slows a run down,
-    and alternating spreads it over all of them."""
+def _round_rates(calls: dict, examples: int) -> dict[str, list[float]]:
+    """Examples/s of each call in each of --repeats rounds, the calls alternating within a round
+    (one warm-up call each first): on a shared machine other work only slows a run down, and
+    alternating spreads it over all of them."""
     for call in calls.values():
         call()
-    best = dict.fromkeys(calls, 0.0)
+    rates = {name: [] for name in calls}
     for _ in range(FLAGS.repeats):
         for name, call in calls.items():
-            best[name] = max(best[name], _rate(call, examples))
-    return best
+            rates[name].append(_rate(call, examples))
+    return rates
 
 
 def _texts(tokenizer, batch: int, long: bool) -> list[str]:
@@ -107,6 +120,9 @@ def _measure(name: str, export_dir: str, module, tokenizer) -> list[dict]:
 
     loaded = tf.saved_model.load(export_dir)
     raw, ids_in = loaded.signatures[SIGNATURE_KEY], loaded.signatures[IDS_SIGNATURE_KEY]
+    baseline = None
+    if FLAGS.baseline_exports:
+        baseline = tf.saved_model.load(os.path.join(FLAGS.baseline_exports, name)).signatures
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize_pack(text):
@@ -124,17 +140,32 @@ def _measure(name: str, export_dir: str, module, tokenizer) -> list[dict]:
                                                      _python_ids(tokenizer, texts).items()}),
                      "tokenize_pack": lambda: tokenize_pack(strings),
                      "model": lambda: ids_in(**ready)}
+            if baseline is not None:
+                calls["raw_text_baseline"] = lambda: baseline[SIGNATURE_KEY](text_a=strings)
+                calls["model_baseline"] = lambda: baseline[IDS_SIGNATURE_KEY](**ready)
+            rates = _round_rates(calls, batch)
             row = {"model_name": name, "batch": batch, "texts": "long" if long else "short",
                    "tokens": int(ready["input_mask"].numpy().sum(axis=1).max()),
-                   **_best_rates(calls, batch)}
+                   **{k: max(v) for k, v in rates.items()},
+                   "raw_text_median": float(np.median(rates["raw_text"]))}
             row["tokenize_share"] = row["model"] / row["tokenize_pack"]  # time ratio
-            raw_rates[batch, long] = row["raw_text"]
+            if baseline is not None:
+                row["raw_text_baseline_median"] = float(np.median(rates["raw_text_baseline"]))
+                for call in ("raw_text", "model"):
+                    row[f"{call}_vs_baseline"] = float(np.median(
+                        np.divide(rates[call], rates[f"{call}_baseline"])))
+            raw_rates[batch, long] = row
             lines.append(row)
             print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}),
                   flush=True)
     for batch in map(int, FLAGS.batch_sizes):
-        line = {"model_name": name, "batch": batch,
-                "short_speedup": round(raw_rates[batch, False] / raw_rates[batch, True], 2)}
+        short, long = raw_rates[batch, False], raw_rates[batch, True]
+        line = {"model_name": name, "batch": batch}
+        for suffix in ("", "_baseline") if baseline is not None else ("",):
+            line[f"short_speedup{suffix}"] = round(
+                short[f"raw_text{suffix}"] / long[f"raw_text{suffix}"], 2)
+            line[f"short_speedup{suffix}_median"] = round(
+                short[f"raw_text{suffix}_median"] / long[f"raw_text{suffix}_median"], 2)
         print(json.dumps(line), flush=True)
         lines.append(line)
     return lines
@@ -142,6 +173,7 @@ def _measure(name: str, export_dir: str, module, tokenizer) -> list[dict]:
 
 def main(argv):
     del argv
+    import keras
     import tensorflow as tf
 
     from bert_tf.model import models
@@ -154,11 +186,12 @@ def main(argv):
     for name in FLAGS.models:
         config, vocab_file = _model(name)
         module = in_graph_tokenizer(vocab_file, None, True)
+        keras.utils.set_random_seed(0)  # the same weights in every checkout's export
         with tempfile.TemporaryDirectory() as directory:
-            export_dir = export_classifier(models.classifier_model(config, 2), directory + "/export",
-                                           ["0", "1"], False, module, FLAGS.max_seq_length, pair=False)
+            export_dir = os.path.join(FLAGS.keep_exports or directory, name)
+            export_classifier(models.classifier_model(config, 2), export_dir,
+                              ["0", "1"], False, module, FLAGS.max_seq_length, pair=False)
             _measure(name, export_dir, module, FullTokenizer(vocab_file, do_lower_case=True))
-
 
 if __name__ == "__main__":
     app.run(main)
