@@ -27,12 +27,14 @@ import keras
 import tensorflow as tf
 
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
+from bert_tf.serving.sentencepiece import InGraphSentencePiece
 from bert_tf.serving.text import basic_words, character_classes
 
 # The original's context whitespace (examples._CONTEXT_WORD): not every Unicode space.
 _CONTEXT_SPACES = (0x20, 0x09, 0x0D, 0x0A, 0x202F)
 _SPM_SPACE = "\u2581"
 _BIG = tf.int64.max
+_MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def context_words(context: tf.Tensor) -> dict[str, tf.RaggedTensor]:
@@ -211,7 +213,7 @@ class SquadServing(tf.Module):
         super().__init__(name="squad_serving")
         self.model = model
         self.tokenizer = tokenizer
-        self._sentencepiece = not hasattr(tokenizer, "table")
+        self._sentencepiece = isinstance(tokenizer, InGraphSentencePiece)
         self._settings = (max_seq_length, doc_stride, max_query_length)
         self._n_best_size, self._max_answer_length = n_best_size, max_answer_length
         self._do_lower_case = do_lower_case
@@ -226,48 +228,27 @@ class SquadServing(tf.Module):
     def serve_text(self, question, context):
         tf.debugging.assert_equal(tf.size(question), tf.size(context),
                                   message="question and context must hold as many texts")
-        max_seq_length, doc_stride, max_query_length = self._settings
         context = tf.strings.unicode_transcode(context, "UTF-8", "UTF-8", errors="replace")
         words = context_words(context)
         pieces = self.tokenizer.tokenize(words["words"].flat_values)  # [N, (P)]
         doc = tf.RaggedTensor.from_row_lengths(pieces.flat_values, tf.math.unsorted_segment_sum(
             pieces.row_lengths(), words["words"].value_rowids(), tf.size(question)))  # [B, (T)]
-        piece_word = tf.repeat(tf.range(pieces.nrows()), pieces.row_lengths())  # [total T]
-        query = self.tokenizer.tokenize(question)[:, :max_query_length]
-        windows = plan_windows(doc.row_lengths(), query.row_lengths(), max_seq_length, doc_stride)
-        example = windows["example"]
-        doc_index = (tf.ragged.range(windows["start"], windows["start"] + windows["length"])
-                     + tf.gather(doc.row_starts(), example)[:, None])  # [R, (length)]
-        column = lambda value, dtype: tf.fill(  # noqa: E731
-            [tf.size(example), 1], tf.constant(value, dtype))
-        cls_id, sep_id = self.tokenizer.special_ids["[CLS]"], self.tokenizer.special_ids["[SEP]"]
-        packed = tf.concat([column(cls_id, tf.int64), tf.gather(query, example),
-                            column(sep_id, tf.int64), tf.gather(doc.flat_values, doc_index),
-                            column(sep_id, tf.int64)], axis=1)
-        query_part = tf.gather(query, example).row_lengths() + 2  # [CLS] question [SEP]
-        shape = [None, max_seq_length]
-        input_ids = tf.cast(packed.to_tensor(0, shape=shape), tf.int32)
-        position = tf.range(max_seq_length, dtype=tf.int64)[None, :]
-        end = tf.cast(packed.row_lengths(), tf.int64)[:, None]
-        input_mask = tf.cast(position < end, tf.int32)
-        segment_ids = tf.cast((position >= query_part[:, None]) & (position < end), tf.int32)
-        in_context = (position >= query_part[:, None]) & (position < end - 1)
-        flags = max_context(windows, doc.row_starts(), tf.size(doc.flat_values, tf.int64))
-        is_max = tf.concat([tf.RaggedTensor.from_row_lengths(
-                                tf.zeros([tf.reduce_sum(query_part)], tf.bool), query_part),
-                            flags, column(False, tf.bool)], axis=1).to_tensor(False, shape=shape)
-        outputs = self.model({"input_ids": input_ids, "input_mask": input_mask,
-                              "segment_ids": segment_ids}, training=False)
+        windows = self._windows(question, doc)
+        outputs = self.model({name: windows[name] for name in _MODEL_INPUTS}, training=False)
         start_logits = tf.cast(outputs["start_logits"], tf.float32)
         end_logits = tf.cast(outputs["end_logits"], tf.float32)
         num_examples = tf.size(question, tf.int64)
-        span = best_spans(start_logits, end_logits, in_context & is_max, in_context, example,
-                          num_examples, self._n_best_size, self._max_answer_length)
-        result = self._answer(span, windows, query_part, doc, piece_word, words, context)
+        in_context = windows["in_context"]
+        span = best_spans(start_logits, end_logits, in_context & windows["is_max_context"],
+                          in_context, windows["example"], num_examples, self._n_best_size,
+                          self._max_answer_length)
+        piece_word = tf.repeat(tf.range(pieces.nrows()), pieces.row_lengths())  # [T total]
+        result = self._answer(span, windows, doc, piece_word, words, context)
         result["score"] = tf.cast(span["start_logit"] + span["end_logit"], tf.float32)
         has_answer = span["found"]
         if self.null_threshold is not None:
-            null_start, null_end = null_scores(start_logits, end_logits, example, num_examples)
+            null_start, null_end = null_scores(start_logits, end_logits, windows["example"],
+                                               num_examples)
             null_odds = null_start + null_end - span["start_logit"] - span["end_logit"]
             has_answer &= ~(null_odds > self.null_threshold)
             result["null_odds"] = tf.cast(null_odds, tf.float32)
@@ -276,14 +257,47 @@ class SquadServing(tf.Module):
         result["answer_start"] = tf.where(has_answer, result["answer_start"], -1)
         return result
 
+    def _windows(self, question: tf.Tensor, doc: tf.RaggedTensor) -> dict[str, tf.Tensor]:
+        """`[CLS] question [SEP] window [SEP]` rows, int32 [R, max_seq_length] model inputs, with
+        `plan_windows`' fields, `query_part` int64 [R] (where the context starts) and bool
+        [R, max_seq_length] `in_context` and `is_max_context`."""
+        max_seq_length, doc_stride, max_query_length = self._settings
+        query = self.tokenizer.tokenize(question)[:, :max_query_length]
+        windows = plan_windows(doc.row_lengths(), query.row_lengths(), max_seq_length, doc_stride)
+        example = windows["example"]
+        doc_index = (tf.ragged.range(windows["start"], windows["start"] + windows["length"])
+                     + tf.gather(doc.row_starts(), example)[:, None])  # [R, (length)]
+        column = lambda value, dtype: tf.fill(  # noqa: E731
+            [tf.size(example), 1], tf.constant(value, dtype))
+        cls_id, sep_id = self.tokenizer.special_ids["[CLS]"], self.tokenizer.special_ids["[SEP]"]
+        query = tf.gather(query, example)
+        packed = tf.concat([column(cls_id, tf.int64), query, column(sep_id, tf.int64),
+                            tf.gather(doc.flat_values, doc_index), column(sep_id, tf.int64)],
+                           axis=1)
+        query_part = query.row_lengths() + 2  # [CLS] question [SEP]
+        shape = [None, max_seq_length]
+        position = tf.range(max_seq_length, dtype=tf.int64)[None, :]
+        end = packed.row_lengths()[:, None]
+        flags = max_context(windows, doc.row_starts(), tf.size(doc.flat_values, tf.int64))
+        query_flags = tf.RaggedTensor.from_row_lengths(
+            tf.zeros([tf.reduce_sum(query_part)], tf.bool), query_part)
+        is_max = tf.concat([query_flags, flags, column(False, tf.bool)], axis=1)
+        return {**windows, "query_part": query_part,
+                "input_ids": tf.cast(packed.to_tensor(0, shape=shape), tf.int32),
+                "input_mask": tf.cast(position < end, tf.int32),
+                "segment_ids": tf.cast((position >= query_part[:, None]) & (position < end),
+                                       tf.int32),
+                "in_context": (position >= query_part[:, None]) & (position < end - 1),
+                "is_max_context": is_max.to_tensor(False, shape=shape)}
+
     def _answer(self, span: dict[str, tf.Tensor], windows: dict[str, tf.Tensor],
-                query_part: tf.Tensor, doc: tf.RaggedTensor, piece_word: tf.Tensor,
-                words: dict[str, tf.RaggedTensor], context: tf.Tensor) -> dict[str, tf.Tensor]:
+                doc: tf.RaggedTensor, piece_word: tf.Tensor, words: dict[str, tf.RaggedTensor],
+                context: tf.Tensor) -> dict[str, tf.Tensor]:
         """The best span's text cut from `context`, and its offset (any value where not found)."""
         found = span["found"]
         row = span["row"]
         offset = (doc.row_starts() + _gather(windows["start"], row, found)
-                  - _gather(query_part, row, found))  # window position -> flat piece index
+                  - _gather(windows["query_part"], row, found))  # window position -> flat piece index
         first_piece = tf.where(found, offset + span["start"], 0)
         last_piece = tf.where(found, offset + span["end"], -1)
         ids = tf.gather(doc.flat_values, tf.ragged.range(first_piece, last_piece + 1))

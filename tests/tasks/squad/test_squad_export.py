@@ -164,3 +164,13 @@ def test_alignment_equals_final_text(do_lower_case):
         assert got == postprocess.final_text(pred_text, orig_text, do_lower_case), pred_text
         whole += got == orig_text and pred_text != " ".join(orig_text.split())
     assert len(pairs) > 1000 and whole > 20  # the fallback to the whole words is exercised
+
+
+def test_question_and_context_must_pair_up():
+    module = export.SquadServing(HashedLogits(), in_graph_tokenizer(_real_vocab(), None, True),
+                                 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH, N_BEST,
+                                 MAX_ANSWER_LENGTH, True, None)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="question and context must hold"):
+        module.serve_text(tf.constant(["Who?", "Where?"]), tf.constant(["Anna was here."]))
+    out = module.serve_text(tf.constant(["Who?"]), tf.constant(["Anna was here."]))
+    assert "null_odds" not in out  # a v1.1 model
