@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import sentencepiece
+import tensorflow as tf
 
 from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import BertConfig
@@ -179,7 +180,7 @@ def test_pair_signature_equals_the_text_signature(exports):
     assert "" in text_b and any(text_b)
 
 
-def test_bert_predict_runs_the_pair_signature(exports, tmp_path):
+def test_bert_predict_runs_the_pair_signature_and_checks_its_sizes(exports, tmp_path):
     from bert_tf.serving import predict
 
     export_dir = exports["dirs"]["features"]
@@ -199,6 +200,11 @@ def test_bert_predict_runs_the_pair_signature(exports, tmp_path):
         np.testing.assert_allclose(got["mean"], expected["mean"][row], atol=1e-5)
         np.testing.assert_allclose(np.array(got["layers"])[:n],
                                    np.array(expected["layers"][row])[:n], atol=1e-5)
+    # The two inputs must hold as many texts (the model loaded above, cached by bert-predict).
+    _, serve_pair, names = predict.load_signature(export_dir, PAIR_SIGNATURE_KEY)
+    assert names == ["text_a", "text_b"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="as many texts"):
+        serve_pair(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c"]))
 
 
 def test_albert_sentencepiece_classifier_export_reproduces_test_results(exports):
