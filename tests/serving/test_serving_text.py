@@ -148,7 +148,7 @@ def test_sentencepiece_ids_equal_the_python_tokenizer(spm_model, do_lower_case):
     python = tokenization.SentencePieceTokenizer(spm_model, do_lower_case=do_lower_case)
     in_graph = in_graph_tokenizer(None, spm_model, do_lower_case)
     lines = [*testing_text.varied_lines(200, seed=11), "Kalomira TENsul 中", "[CLS] x", "",
-             "\u2c2f\U00010570 ΟΔΟΣ"]
+             "\u2c2f\U00010570 ΟΔΟΣ", "a\x00b", "a \x00b", "\x00", "x\x00\x00y", "中\x00文 \x00"]
     got = in_graph.tokenize(tf.constant(lines)).to_list()
     assert got == [python.convert_tokens_to_ids(python.tokenize(line)) for line in lines]
     assert in_graph.special_ids == {"[CLS]": 2, "[SEP]": 3, "[UNK]": 1}
