@@ -12,7 +12,8 @@ answers, the official metrics go to eval_results.txt / eval_results.json. SQuAD 
     --max_seq_length=384 --doc_stride=128 --output_dir=/tmp/squad_base
 
 SQuAD 2.0: add --version_2_with_negative (and --null_score_diff_threshold=auto to pick the
-threshold on the predict file); see docs/squad.md.
+threshold on the predict file); see docs/squad.md. --export_dir=/tmp/squad_base/saved_model writes
+a SavedModel that answers questions on raw text (docs/serving.md).
 """
 
 from absl import flags
@@ -36,6 +37,8 @@ flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: some questions h
 flags.DEFINE_string("null_score_diff_threshold", "0.0", "Predict no answer when null score − "
                     "best non-null score exceeds this; `auto`: the F1-best value on "
                     "--predict_file.")
+flags.DEFINE_string("export_dir", None, "Write a SavedModel that answers questions on raw text "
+                    "here (docs/serving.md).")
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_finetuning_flags(with_eval=False)

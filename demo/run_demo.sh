@@ -85,7 +85,7 @@ cat "$OUT/classifier/eval_results.txt"
 step "6. Fine-tune SQuAD-style span extraction (v2.0, with unanswerable questions)"
 python run_squad.py --train_file="$DATA/squad/train-v2.0.json" --predict_file="$DATA/squad/dev-v2.0.json" \
   --version_2_with_negative --null_score_diff_threshold=auto --output_dir="$OUT/squad" \
-  --do_train --do_predict --train_batch_size=32 --num_train_epochs=5 --max_seq_length=128 \
+  --export_dir="$OUT/squad_savedmodel" --do_train --do_predict --train_batch_size=32 --num_train_epochs=5 --max_seq_length=128 \
   --doc_stride=64 --max_query_length=32 --learning_rate=5e-4 "${COMMON[@]}"
 
 step "7. Fine-tune a named-entity tagger (CoNLL format)"
@@ -109,6 +109,12 @@ cat "$OUT/ner_raw_predictions.jsonl"
 python predict.py --export_dir="$OUT/features_savedmodel" --input_file="$OUT/raw_sentences.txt" \
   --output_file="$OUT/features_raw.jsonl"
 python -c "import json,sys; [print(r['tokens'][:r['length']], 'mean of', len(r['mean']), 'values') for r in map(json.loads, open(sys.argv[1]))]" "$OUT/features_raw.jsonl"
+# Two questions on the dev set's first context, asked as a client would (JSON lines).
+python -c "import json,sys; p = json.load(open(sys.argv[1]))['data'][0]['paragraphs'][0]; [print(json.dumps({'question': q['question'], 'context': p['context']})) for q in p['qas'][:2]]" \
+  "$DATA/squad/dev-v2.0.json" > "$OUT/raw_questions.jsonl"
+python predict.py --export_dir="$OUT/squad_savedmodel" --input_file="$OUT/raw_questions.jsonl" \
+  --output_file="$OUT/squad_raw_predictions.jsonl"
+cat "$OUT/squad_raw_predictions.jsonl"
 
 step "9. The same tagger with a CRF (learned transitions, Viterbi), keeping the best dev checkpoint"
 python run_ner.py --data_dir="$DATA/ner" --output_dir="$OUT/ner_crf" --do_train --do_predict \

@@ -48,18 +48,21 @@ def write_tiny_model(directory: str | os.PathLike, words: Iterable[str],
     return vocab_file, config_file
 
 
-def train_tiny_sentencepiece(prefix: str, num_lines: int = 2000, vocab_size: int = 300) -> str:
+def train_tiny_sentencepiece(prefix: str, num_lines: int = 2000, vocab_size: int = 300,
+                             **trainer_options) -> str:
     """A tiny unigram SentencePiece model trained in-process on generated lines, with BERT's
-    special names (as build_vocab.py trains them). Returns the .model path."""
+    special names (as build_vocab.py trains them; `trainer_options` override spm_train's
+    options, e.g. ALBERT's names). Returns the .model path."""
     import sentencepiece
 
     from bert_tf.text import testing_text
 
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(testing_text.varied_lines(num_lines, seed=7, exotic_rate=0.0)),
-        model_prefix=prefix, vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1,
-        bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
-        control_symbols="[CLS],[SEP],[MASK]", minloglevel=2)
+        **{"model_prefix": prefix, "vocab_size": vocab_size, "model_type": "unigram",
+           "pad_id": 0, "unk_id": 1, "bos_id": -1, "eos_id": -1, "pad_piece": "[PAD]",
+           "unk_piece": "[UNK]", "control_symbols": "[CLS],[SEP],[MASK]", "minloglevel": 2,
+           **trainer_options})
     return prefix + ".model"
 
 

@@ -35,6 +35,9 @@ class InGraphSentencePiece(tf.Module):
     def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
         """string [B] -> int64 ragged [B, (T)] piece ids."""
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+        # The op reads a text only up to its first NUL; SentencePiece reads a NUL as an unknown
+        # character, as it reads U+FFFF (a noncharacter no model holds).
+        text = tf.strings.regex_replace(text, "\\x00", "\uffff")
         if self.do_lower_case:
             text = lower_like_python(text)
         return tf.cast(self._sp.tokenize(text), tf.int64)

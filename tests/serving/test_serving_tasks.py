@@ -1,22 +1,30 @@
-"""Raw-text exports of extract_features.py and run_ner.py: each reproduced, from the raw text, by
-one process where bert_tf cannot be imported; only ops TensorFlow Serving registers."""
+"""Raw-text exports of extract_features.py (both signatures), run_ner.py and, with an ALBERT
+model and SentencePiece, run_classifier.py and extract_features.py: each reproduced, from the
+raw text, by one process where bert_tf cannot be imported; only ops TensorFlow Serving registers."""
 
+import io
 import json
 import os
 
 import numpy as np
 import pytest
+import sentencepiece
+import tensorflow as tf
 
+from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import BertConfig
 from bert_tf.serving import ops
-from bert_tf.tasks.features.extraction import ExtractionOptions, extract_features
+from bert_tf.tasks.classifier import task as classifier_task
+from bert_tf.tasks.features.export import PAIR_SIGNATURE_KEY
+from bert_tf.tasks.features.extraction import ExtractionOptions, extract_features, parse_line
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text import testing_text
 from bert_tf.training import loop as training
 from conftest import TESTDATA
+from pretraining_records import TINY_CONFIG
 from serving_client import run_client
-from tiny_models import write_random_encoder, write_tiny_model
+from tiny_models import train_tiny_sentencepiece, write_random_encoder, write_tiny_model
 
 NER = os.path.join(TESTDATA, "ner")
 
@@ -39,24 +47,79 @@ def exports(tmp_path_factory):
                          intermediate_size=37, max_position_embeddings=20, type_vocab_size=2)
     lines = [" ".join(line.split("\n")) for line in FEATURE_LINES]  # one example per line
     (directory / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    extract_features(ExtractionOptions(
-        input_file=str(directory / "input.txt"), output_file=str(directory / "features.jsonl"),
-        bert_config_file=str(model_dir / "bert_config.json"),
-        init_checkpoint=str(model_dir / "bert_model.ckpt"), vocab_file=str(model_dir / "vocab.txt"),
-        max_seq_length=16, layers=LAYERS, batch_size=4, export_dir=str(directory / "features")))
-    with open(directory / "features.jsonl", encoding="utf-8") as f:
-        features = [json.loads(line) for line in f]
-    jobs = [{"export_dir": str(directory / "features"), "signature": "serving_default",
-             "inputs": {"text": lines}}]
+    features = _extract(directory, "features", bert_config_file=str(model_dir / "bert_config.json"),
+                        init_checkpoint=str(model_dir / "bert_model.ckpt"),
+                        vocab_file=str(model_dir / "vocab.txt"))
+    # extract_features' own split of each line gives the pair signature's two inputs.
+    split = [parse_line(line) for line in lines]
+    pair_inputs = {"text_a": [a for a, _ in split], "text_b": [b or "" for _, b in split]}
+    jobs = {"features": _job(directory / "features", {"text": lines}),
+            "features_pair": _job(directory / "features", pair_inputs, PAIR_SIGNATURE_KEY)}
     ner = {fmt: _ner_run(directory / fmt, fmt) for fmt in ("conll", "char")}
     joiner = {"conll": " ", "char": ""}
-    jobs += [{"export_dir": str(directory / fmt / "export"), "signature": "serving_default",
-              "inputs": {"text": [joiner[fmt].join(s.words) for s in sentences]}}
-             for fmt, sentences in ner.items()]
-    outputs = run_client(directory, jobs)
-    return {"features": (features, outputs[0]),
-            "ner": {fmt: (ner[fmt], out) for fmt, out in zip(ner, outputs[1:])},
-            "dirs": [str(directory / "features"), *(str(directory / fmt / "export") for fmt in ner)]}
+    jobs.update({fmt: _job(directory / fmt / "export",
+                           {"text": [joiner[fmt].join(s.words) for s in sentences]})
+                 for fmt, sentences in ner.items()})
+    albert = _albert_sentencepiece_runs(directory / "albert")
+    jobs["albert_classifier"] = _job(directory / "albert" / "export", {
+        "text_a": [a for a, _ in albert["pairs"]], "text_b": [b for _, b in albert["pairs"]]})
+    jobs["albert_features"] = _job(directory / "albert" / "features", {"text": lines})
+    outputs = dict(zip(jobs, run_client(directory, list(jobs.values()))))
+    return {"features": (features, outputs["features"]), "features_pair": outputs["features_pair"],
+            "ner": {fmt: (ner[fmt], outputs[fmt]) for fmt in ner},
+            "albert": albert, "albert_classifier": outputs["albert_classifier"],
+            "albert_features": (albert["features"], outputs["albert_features"]),
+            "pair_inputs": pair_inputs,
+            "dirs": {name: job["export_dir"] for name, job in jobs.items()}}
+
+
+def _job(export_dir, inputs: dict, signature: str = "serving_default") -> dict:
+    return {"export_dir": str(export_dir), "signature": signature, "inputs": inputs}
+
+
+def _extract(directory, name: str, **model) -> list[dict]:
+    """extract_features (in process) on `directory`/input.txt with --export_dir=`directory`/name;
+    returns its JSON lines."""
+    extract_features(ExtractionOptions(
+        input_file=str(directory / "input.txt"), output_file=str(directory / f"{name}.jsonl"),
+        max_seq_length=16, layers=LAYERS, batch_size=4, export_dir=str(directory / name), **model))
+    with open(directory / f"{name}.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _albert_sentencepiece_runs(directory) -> dict:
+    """A tiny ALBERT over a tiny SentencePiece model trained as ALBERT's 30k-clean.model was
+    (<pad>, <unk>, user-defined punctuation pieces; lower-cased text): run_classifier (in process)
+    fine-tunes it one step on a pair task, predicts the test pairs and exports; then
+    extract_features exports its encoder from that run directory (the fixture's input lines)."""
+    (directory / "data").mkdir(parents=True)
+    spm_model = train_tiny_sentencepiece(str(directory / "spm"), 800, 200, pad_piece="<pad>",
+                                         unk_piece="<unk>", user_defined_symbols="(,),-,.,£,€")
+    config_file = str(directory / "albert_config.json")
+    AlbertConfig(**{**TINY_CONFIG, "vocab_size": sentencepiece.SentencePieceProcessor(
+        model_file=spm_model).get_piece_size(), "embedding_size": 16, "num_hidden_layers": 3,
+        "num_hidden_groups": 1}).to_json_file(config_file)
+    # Upper case (the model lower-cases), literal [CLS]/[SEP], user-defined and unknown pieces,
+    # empty and over-long texts.
+    texts = [" ".join(line.split()) for line in testing_text.varied_lines(14, seed=3)]
+    texts += ["[CLS] The CAT [SEP] sat", "", "Kalomira TENsul 中 " * 12, "ΟΔΟΣ İstanbul (£5) - x."]
+    pairs = [(texts[i], texts[-1 - i]) for i in range(len(texts))]
+    for split, header in (("train", "Quality"), ("test", "index")):
+        with open(directory / "data" / f"{split}.tsv", "w", encoding="utf-8") as f:
+            f.write(f"{header}\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+            f.writelines(f"{i % 2}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs))
+    options = classifier_task.ClassifierOptions(
+        task_name="mrpc", data_dir=str(directory / "data"), bert_config_file=config_file,
+        spm_model_file=spm_model, do_lower_case=True, max_seq_length=20, do_train=True,
+        do_predict=True, num_train_epochs=1.0, export_dir=str(directory / "export"))
+    run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=len(pairs),
+                                    predict_batch_size=len(pairs), learning_rate=1e-2)
+    classifier_task.run_classifier(options, run_config)
+    (directory / "input.txt").write_bytes((directory.parent / "input.txt").read_bytes())
+    features = _extract(directory, "features", bert_config_file=config_file,
+                        init_checkpoint=str(directory / "run"), spm_model_file=spm_model)
+    return {"pairs": pairs, "features": features, "results": np.loadtxt(
+        directory / "run" / "test_results.tsv", delimiter="\t", ndmin=2)}
 
 
 def _ner_run(directory, data_format: str) -> list[tagging.Sentence]:
@@ -82,8 +145,8 @@ def _ner_run(directory, data_format: str) -> list[tagging.Sentence]:
     return tagging.read_sentences(str(directory / "run" / "test_predictions.txt"), data_format)
 
 
-def test_features_export_reproduces_extract_features(exports):
-    expected, got = exports["features"]
+def _assert_features_equal(expected: list[dict], got: dict, hidden_size: int) -> None:
+    """The export's outputs on extract_features' lines equal its JSON lines (1e-5)."""
     assert len(got["tokens"]) == len(expected)
     for row, line in enumerate(expected):
         tokens = [f["token"] for f in line["features"]]
@@ -98,12 +161,74 @@ def test_features_export_reproduces_extract_features(exports):
         np.testing.assert_allclose(got["cls"][row], last[0], atol=1e-5)
         np.testing.assert_allclose(got["mean"][row], last.mean(axis=0), atol=1e-5)
         assert np.all(layers[n:] == 0)
-    assert np.array(got["pooled"]).shape == (len(expected), 32)
+    assert np.array(got["pooled"]).shape == (len(expected), hidden_size)
+
+
+def test_features_export_reproduces_extract_features(exports):
+    _assert_features_equal(*exports["features"], hidden_size=32)
+
+
+def test_pair_signature_equals_the_text_signature(exports):
+    expected, by_text = exports["features"]
+    by_pair = exports["features_pair"]
+    _assert_features_equal(expected, by_pair, hidden_size=32)
+    assert by_pair["tokens"] == by_text["tokens"] and by_pair["length"] == by_text["length"]
+    for name in ("cls", "pooled", "mean", "layers"):
+        np.testing.assert_allclose(by_pair[name], by_text[name], atol=1e-5, err_msg=name)
+    # Pairs and single texts (empty text_b) were mixed in the batch.
+    text_b = exports["pair_inputs"]["text_b"]
+    assert "" in text_b and any(text_b)
+
+
+def test_bert_predict_runs_the_pair_signature_and_checks_its_sizes(exports, tmp_path):
+    from bert_tf.serving import predict
+
+    export_dir = exports["dirs"]["features"]
+    inputs = exports["pair_inputs"]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps({"text_a": a, "text_b": b}) + "\n"
+                            for a, b in zip(inputs["text_a"], inputs["text_b"])), encoding="utf-8")
+    output = io.StringIO()
+    assert predict.predict_file(export_dir, str(path), output, signature=PAIR_SIGNATURE_KEY,
+                                batch_size=5, progress=None) == len(inputs["text_a"])
+    rows = [json.loads(line) for line in output.getvalue().splitlines()]
+    expected = exports["features_pair"]
+    # Batches of 5 are padded to their own longest row: compare each row's real tokens.
+    for row, got in enumerate(rows):
+        n = got["length"]
+        assert n == expected["length"][row] and got["tokens"][:n] == expected["tokens"][row][:n]
+        np.testing.assert_allclose(got["mean"], expected["mean"][row], atol=1e-5)
+        np.testing.assert_allclose(np.array(got["layers"])[:n],
+                                   np.array(expected["layers"][row])[:n], atol=1e-5)
+    # The two inputs must hold as many texts (the model loaded above, cached by bert-predict).
+    _, serve_pair, names = predict.load_signature(export_dir, PAIR_SIGNATURE_KEY)
+    assert names == ["text_a", "text_b"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="as many texts"):
+        serve_pair(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c"]))
+
+
+def test_albert_sentencepiece_classifier_export_reproduces_test_results(exports):
+    albert, got = exports["albert"], exports["albert_classifier"]
+    probabilities = np.array(got["probabilities"])
+    np.testing.assert_allclose(probabilities, albert["results"], atol=1e-5)
+    assert got["label"] == [("0", "1")[i] for i in probabilities.argmax(axis=1)]
+    assert len(albert["pairs"]) == len(albert["results"])
+
+
+def test_albert_sentencepiece_features_export_reproduces_extract_features(exports):
+    expected, got = exports["albert_features"]
+    _assert_features_equal(expected, got, hidden_size=32)
+    tokens = {token for row in got["tokens"] for token in row}
+    assert {"[CLS]", "[SEP]", "<unk>", "\u2581"} <= tokens
 
 
 def test_task_exports_use_only_servable_ops(exports):
-    for export_dir in exports["dirs"]:
+    # Every function of each SavedModel is walked: the features export's pair signature too.
+    for export_dir in set(exports["dirs"].values()):
         assert ops.unservable_ops(export_dir) == []
+    for name in ("albert_classifier", "albert_features"):
+        assert {"SentencepieceOp", "SentencepieceTokenizeOp"} <= ops.saved_model_ops(
+            exports["dirs"][name])
 
 
 @pytest.mark.parametrize("data_format", ["conll", "char"])

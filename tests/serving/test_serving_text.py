@@ -148,7 +148,31 @@ def test_sentencepiece_ids_equal_the_python_tokenizer(spm_model, do_lower_case):
     python = tokenization.SentencePieceTokenizer(spm_model, do_lower_case=do_lower_case)
     in_graph = in_graph_tokenizer(None, spm_model, do_lower_case)
     lines = [*testing_text.varied_lines(200, seed=11), "Kalomira TENsul 中", "[CLS] x", "",
-             "\u2c2f\U00010570 ΟΔΟΣ"]
+             "\u2c2f\U00010570 ΟΔΟΣ", "a\x00b", "a \x00b", "\x00", "x\x00\x00y", "中\x00文 \x00"]
     got = in_graph.tokenize(tf.constant(lines)).to_list()
     assert got == [python.convert_tokens_to_ids(python.tokenize(line)) for line in lines]
     assert in_graph.special_ids == {"[CLS]": 2, "[SEP]": 3, "[UNK]": 1}
+
+
+def test_ner_word_pieces_with_sentencepiece_equal_run_ners(spm_model):
+    # run_ner.py's export tokenizes each word on its own: with SentencePiece every word gets its
+    # own "▁" piece, a word the model gives no pieces becomes the unknown piece, and a word keeps
+    # at most `capacity` pieces, as ner/data.py packs the training windows.
+    from bert_tf.serving.saved_model import in_graph_tokenizer
+    from bert_tf.tasks.ner import data as tagging
+    from bert_tf.tasks.ner.export import split_words, word_pieces
+
+    lines = [*testing_text.varied_lines(60, seed=13), "\u200b Kalomira\u200b TENsul 中 ΟΔΟΣ"]
+    python = tokenization.SentencePieceTokenizer(spm_model, do_lower_case=True)
+    words = split_words(tf.constant(lines), char_format=False)
+    sentences = [tagging.Sentence(tuple(w.decode("utf-8") for w in row), None, ())
+                 for row in words.to_list()]
+    assert [list(s.words) for s in sentences] == [line.split() for line in lines]
+    capacity = 4
+    ids, counts = tagging._word_pieces(sentences, python, capacity)
+    got = word_pieces(in_graph_tokenizer(None, spm_model, True), words, capacity)
+    assert got.flat_values.numpy().tolist() == ids.tolist()
+    assert got.values.row_lengths().numpy().tolist() == counts.tolist()
+    # Both cases occur: a word of no pieces (U+200B alone) and words cut to `capacity`.
+    assert python.tokenize("\u200b") == [] and "\u200b" in sentences[-1].words
+    assert capacity in counts and python.vocab[python.unk_token] in ids

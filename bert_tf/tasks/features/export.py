@@ -1,9 +1,13 @@
 """Exports an encoder as a SavedModel that turns raw text into features (bert-as-service's
 pooling strategies, served).
 
-Signature `serving_default`: `text` string [B], each `text` or `text_a ||| text_b` as
-extract_features.py reads its lines (stripped, split at the last ` ||| `), tokenized and packed
-inside the graph (`bert_tf.tasks.classifier.export`) ->
+Signatures, tokenized and packed inside the graph (`bert_tf.serving.packing`):
+* `serving_default`: `text` string [B], each `text` or `text_a ||| text_b` as
+  extract_features.py reads its lines (stripped, split at the last ` ||| `);
+* `serve_pair`: `text_a` and `text_b` string [B], the two texts apart (an empty `text_b`, or
+  one without tokens, packs `text_a` alone, as the original does);
+
+both ->
 * `cls` float32 [B,H]: the last layer's [CLS] vector;
 * `pooled` float32 [B,H]: the pooler's output (dense + tanh on [CLS]);
 * `mean` float32 [B,H]: the last layer averaged over the real tokens ([CLS] and [SEP] included);
@@ -22,6 +26,9 @@ import tensorflow as tf
 from bert_tf.serving import packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.text import character_classes
+
+PAIR_SIGNATURE_KEY = "serve_pair"  # text_a and text_b as two inputs
+
 
 def _strip_pattern() -> str:
     """What Python's str.strip() removes: every str.isspace() character."""
@@ -50,7 +57,19 @@ class _FeaturesServing(tf.Module):
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve_text(self, text):
-        text_a, text_b, has_b = split_pairs(text)
+        return self._features(*split_pairs(text))
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                                   tf.TensorSpec([None], tf.string, name="text_b")])
+    def serve_pair(self, text_a, text_b):
+        tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
+                                  message="text_a and text_b must hold as many texts")
+        return self._features(text_a, text_b, None)
+
+    def _features(self, text_a: tf.Tensor, text_b: tf.Tensor, has_b: tf.Tensor | None
+                  ) -> dict[str, tf.Tensor]:
+        """The outputs for string [B] pairs (`has_b` [B]: which rows are pairs; None: those
+        whose `text_b` has tokens)."""
         features = packing.pack(self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
                                 self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length, has_b)
@@ -71,7 +90,7 @@ class _FeaturesServing(tf.Module):
 
 def export_features(encoder: keras.Model, export_dir: str, tokenizer: tf.Module,
                     layers: Sequence[int], max_seq_length: int) -> str:
-    """Writes the encoder's raw-text feature signature as a SavedModel at `export_dir` (atomically).
+    """Writes the encoder's raw-text feature signatures as a SavedModel at `export_dir` (atomically).
 
     Args:
       encoder: a `BertEncoder` (or ALBERT's) with its weights restored.
@@ -83,4 +102,5 @@ def export_features(encoder: keras.Model, export_dir: str, tokenizer: tf.Module,
       export_dir.
     """
     module = _FeaturesServing(encoder, tokenizer, layers, max_seq_length)
-    return save(module, export_dir, {SIGNATURE_KEY: module.serve_text})
+    return save(module, export_dir, {SIGNATURE_KEY: module.serve_text,
+                                     PAIR_SIGNATURE_KEY: module.serve_pair})

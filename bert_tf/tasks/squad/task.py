@@ -15,6 +15,7 @@ has answers:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any, Mapping
 
@@ -57,6 +58,7 @@ class SquadOptions(finetuning.FinetuningOptions):
     max_answer_length: int = 30
     verbose_logging: bool = False
     null_score_diff_threshold: float | str = 0.0
+    export_dir: str | None = None  # write a raw-text SavedModel here (tasks/squad/export.py)
 
     @property
     def features(self) -> squad_records.FeatureSettings:
@@ -147,8 +149,8 @@ def predict_input_fn(cached: squad_records.CachedRecords, max_seq_length: int):
 
 
 def _check(options: SquadOptions) -> None:
-    if not (options.do_train or options.do_predict):
-        raise UserError("nothing to do: set --do_train and/or --do_predict")
+    if not (options.do_train or options.do_predict or options.export_dir):
+        raise UserError("nothing to do: set --do_train, --do_predict and/or --export_dir")
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
@@ -219,7 +221,48 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                             best_checkpoint.prediction_checkpoint(run_config.output_dir,
                                                                   options.predict_from)))
     log_summary(out)
+    if options.export_dir:
+        out["export_dir"] = _export(options, task, run_config, out.get("eval"))
     return out
+
+
+def export_threshold(options: SquadOptions, output_dir: str,
+                     evaluation: Mapping[str, float] | None) -> float | None:
+    """The null-score threshold a v2.0 export keeps (None for v1.1): the flag's number, or with
+    `auto` the one this run's prediction chose, else the last one written to
+    eval_results.json."""
+    if not options.version_2_with_negative:
+        return None
+    if options.null_score_diff_threshold != AUTO_THRESHOLD:
+        return float(options.null_score_diff_threshold)
+    if evaluation and "null_score_diff_threshold" in evaluation:
+        return float(evaluation["null_score_diff_threshold"])
+    path = os.path.join(output_dir, "eval_results.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return float(json.load(f)["null_score_diff_threshold"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"--export_dir with --null_score_diff_threshold=auto: no threshold chosen "
+                        f"yet ({path} has none); add --do_predict with a --predict_file that has "
+                        "answers, or give the threshold as a number") from None
+
+
+def _export(options: SquadOptions, task: SpanTask, run_config: training.RunConfig,
+            evaluation: Mapping[str, float] | None) -> str:
+    """Writes the raw-text SavedModel of the checkpoint that predicted (or would predict)."""
+    from bert_tf.serving.saved_model import in_graph_tokenizer
+    from bert_tf.tasks.squad.export import export_squad
+
+    threshold = export_threshold(options, run_config.output_dir, evaluation)
+    checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir, options.predict_from)
+    export_dir = export_squad(
+        training.load_model(task, run_config, checkpoint=checkpoint), options.export_dir,
+        in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
+        options.max_seq_length, options.doc_stride, options.max_query_length,
+        options.n_best_size, options.max_answer_length, options.do_lower_case, threshold)
+    logging.info("Exported the SavedModel to %s%s", export_dir,
+                 "" if threshold is None else f" (null_score_diff_threshold {threshold:.4f})")
+    return export_dir
 
 
 def predict_logits(task: SpanTask, run_config: training.RunConfig,

@@ -19,6 +19,8 @@ from bert_tf.model.config import BertConfig
 from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.training import loop as training
+from bert_tf.serving import ops
+from serving_client import run_client
 from tiny_models import ScriptRun, words_of, write_tiny_model
 
 NAMES = ["Anna", "Boris", "Clara", "Daniel", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas"]
@@ -153,15 +155,22 @@ def test_training_leaves_the_unused_pooler_as_initialised(trained):
                            initial.encoder.embedding_table.numpy())
 
 
-def test_v2_predictions_null_odds_and_auto_threshold(trained):
+@pytest.fixture(scope="module")
+def v2_run(trained):
+    """Predictions on a v2.0 file with the `auto` threshold, and the raw-text export."""
     predict_file = _write_squad(trained["root"] / "dev-v2.json", 20, seed=3, v2=True)
     out_dir = str(trained["root"] / "v2")
     options = dataclasses.replace(trained["options"], train_file=None, do_train=False,
                                   predict_file=predict_file, null_score_diff_threshold="auto",
-                                  version_2_with_negative=True)
+                                  version_2_with_negative=True,
+                                  export_dir=str(trained["root"] / "v2_export"))
     run_config = trained["run_config"].replace(output_dir=out_dir,
                                                init_checkpoint=trained["run_config"].output_dir)
-    results = squad_task.run_squad(options, run_config)
+    return predict_file, out_dir, squad_task.run_squad(options, run_config)
+
+
+def test_v2_predictions_null_odds_and_auto_threshold(v2_run):
+    predict_file, out_dir, results = v2_run
     evaluation = results["eval"]
     null_odds = json.load(open(os.path.join(out_dir, "null_odds.json")))
     predictions = json.load(open(os.path.join(out_dir, "predictions.json")))
@@ -180,6 +189,36 @@ def test_v2_predictions_null_odds_and_auto_threshold(trained):
     assert set(written) >= {"best_exact", "NoAns_f1"}
 
 
+def test_exports_reproduce_predictions_from_raw_text(trained, v2_run):
+    """v1.1: an export alone (the latest checkpoint of the run); v2.0: exported with the
+    threshold `auto` chose. A process without bert_tf answers the predict files' questions as
+    predictions.json does."""
+    v1_export = str(trained["root"] / "v1_export")
+    export_only = dataclasses.replace(trained["options"], do_train=False, do_predict=False,
+                                      export_dir=v1_export)
+    assert squad_task.run_squad(export_only, trained["run_config"])["export_dir"] == v1_export
+    v2_file, v2_dir, v2_results = v2_run
+    runs = [(trained["options"].predict_file, trained["run_config"].output_dir, v1_export),
+            (v2_file, v2_dir, v2_results["export_dir"])]
+    jobs = []
+    for predict_file, _, export_dir in runs:
+        assert ops.unservable_ops(export_dir) == []
+        qas = [(qa["question"], p["context"]) for p in json.load(open(predict_file))["data"][0][
+            "paragraphs"] for qa in p["qas"]]
+        jobs.append({"export_dir": export_dir, "signature": "serving_default",
+                     "inputs": {"question": [q for q, _ in qas], "context": [c for _, c in qas]}})
+    outputs = run_client(trained["root"], jobs)
+    for (predict_file, out_dir, _), got in zip(runs, outputs):
+        ids = [qa["id"] for p in json.load(open(predict_file))["data"][0]["paragraphs"]
+               for qa in p["qas"]]
+        predictions = json.load(open(os.path.join(out_dir, "predictions.json")))
+        assert got["answer"] == [predictions[q] for q in ids]
+        assert got["has_answer"] == [predictions[q] != "" for q in ids]
+    null_odds = json.load(open(os.path.join(v2_dir, "null_odds.json")))
+    np.testing.assert_allclose(outputs[1]["null_odds"], [null_odds[q] for q in ids], atol=1e-4)
+    assert "null_odds" not in outputs[0]
+
+
 def test_threshold_flag_values():
     assert squad_task.parse_threshold("AUTO") == "auto"
     assert squad_task.parse_threshold("-1.5") == -1.5
@@ -192,6 +231,9 @@ def test_option_errors(trained):
     run_config = trained["run_config"]
     bad = [
         (dict(do_train=False, do_predict=False), "nothing to do"),
+        (dict(do_train=False, do_predict=False, version_2_with_negative=True,
+              null_score_diff_threshold="auto", export_dir=str(trained["root"] / "no")),
+         "no threshold chosen yet"),
         (dict(train_file=None), "--do_train needs --train_file"),
         (dict(max_seq_length=15), "must be greater than --max_query_length"),
         (dict(max_seq_length=128), "max_position_embeddings=64"),
