@@ -23,7 +23,7 @@ alternate with this checkout's in every round, and each row gains `raw_text_vs_b
 `model_vs_baseline` (the median over rounds of this / baseline examples/s). Example:
 
   python benchmarks/serving.py --models=minilm --batch_sizes=1,32 --min_seconds=3
-  (cd ../main && python benchmarks/serving.py --models=minilm --keep_exports=/tmp/before)
+  (cd ../before && python benchmarks/serving.py --models=minilm --keep_exports=/tmp/before)
   python benchmarks/serving.py --models=minilm --batch_sizes=1 --baseline_exports=/tmp/before
 """
 
