@@ -270,7 +270,7 @@ def test_padding_tokens_do_not_change_real_outputs(tiny_config):
         np.testing.assert_allclose(a["sequence_output"].numpy()[real],
                                    b["sequence_output"].numpy()[real], atol=1e-6)
         np.testing.assert_allclose(a["pooled_output"].numpy(), b["pooled_output"].numpy(),
-                                   atol=1e-6)
+                                   atol=1e-5)
 
 
 def test_default_mask_and_segments(tiny_config):
@@ -405,17 +405,18 @@ def test_inference_multiplies_by_each_attention_kernel_training_by_them_side_by_
     _randomise(encoder)
     features = _features(config, lengths=[13, 1, 5, 12, 2, 13, 7])
     h, i = config.hidden_size, config.intermediate_size
-    for positions in (None, tf.zeros([B, 1], tf.int32)):  # every layer; the last layer's rows
+    # Every position; then the last layer at some rows only (its keys and values side by side).
+    for positions, fused in ((None, {3 * h}), (tf.zeros([B, 1], tf.int32), {3 * h, 2 * h})):
         infer = _matmul_weight_widths(
             lambda f: encoder(f, training=False, output_positions=positions), features)
         train = _matmul_weight_widths(
             lambda f: encoder(f, training=True, output_positions=positions), features)
         assert infer == {h, i}
-        assert 3 * h in train or 2 * h in train
+        assert train == {h, i} | fused
         a = encoder(features, training=False, output_positions=positions)
         b = encoder(features, training=True, output_positions=positions)
         np.testing.assert_allclose(a["pooled_output"].numpy(), b["pooled_output"].numpy(),
-                                   atol=1e-6)
+                                   atol=1e-5)
 
 
 def test_attention_swaps_the_head_axes_without_a_transpose_op(tiny_config):
