@@ -34,7 +34,7 @@ from typing import Iterator
 import filelock
 from absl import logging
 
-from bert_tf import filesystem
+from bert_tf import filesystem, full_disk
 from bert_tf.errors import UserError
 
 LOCK_NAME = ".bert_tf.lock"
@@ -129,10 +129,7 @@ def _write_owner(owner: str) -> None:
     info = {"host": socket.gethostname(), "pid": os.getpid(),
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv)}
-    tmp = f"{owner}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
-        json.dump(info, f)
-    os.replace(tmp, owner)
+    full_disk.write_text_atomically(owner, json.dumps(info))
 
 
 def _describe(owner: str) -> str:

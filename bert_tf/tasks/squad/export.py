@@ -84,6 +84,16 @@ def plan_windows(num_tokens: tf.Tensor, query_lengths: tf.Tensor, max_seq_length
     return {"example": example, "start": start, "length": length}
 
 
+def _first_best(values: tf.Tensor, segments: tf.Tensor, num_segments: tf.Tensor, extreme,
+                order: tf.Tensor, valid: tf.Tensor | None = None) -> tf.Tensor:
+    """int64 [num_segments]: per segment, the least `order` among its (`valid`) entries that hold
+    the segment's `extreme` (`tf.math.unsorted_segment_max` or `_min`) of `values`; `_BIG` where
+    there is none. Python's `max`/`argmin` taking the first of equals, for every segment at once."""
+    best = tf.gather(extreme(values, segments, num_segments), segments)
+    holds = values == best if valid is None else valid & (values == best)
+    return tf.math.unsorted_segment_min(tf.where(holds, order, _BIG), segments, num_segments)
+
+
 def max_context(windows: dict[str, tf.Tensor], token_offsets: tf.Tensor, total_tokens: tf.Tensor
                 ) -> tf.RaggedTensor:
     """features.max_context_window: bool ragged [R, (length)], True where no window gives that
@@ -102,8 +112,7 @@ def max_context(windows: dict[str, tf.Tensor], token_offsets: tf.Tensor, total_t
              + 0.01 * tf.cast(length, tf.float64))
     piece = (tf.gather(token_offsets, tf.gather(windows["example"], row))
              + tf.gather(windows["start"], row) + j)  # into the batch's flat pieces
-    best = tf.gather(tf.math.unsorted_segment_max(score, piece, total_tokens), piece)
-    first = tf.math.unsorted_segment_min(tf.where(score == best, row, _BIG), piece, total_tokens)
+    first = _first_best(score, piece, total_tokens, tf.math.unsorted_segment_max, row)
     return inside.with_flat_values(tf.gather(first, piece) == row)
 
 
@@ -133,12 +142,9 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, candidate_start: 
     score = (tf.cast(start_values, tf.float64)[:, :, None]
              + tf.cast(end_values, tf.float64)[:, None, :])
     valid, score = tf.reshape(valid, [-1]), tf.reshape(score, [-1])  # (window, start, end rank)
-    segment = tf.repeat(example, k * k)
-    best = tf.math.unsorted_segment_max(tf.where(valid, score, -float("inf")), segment,
-                                        num_examples)
-    winner = valid & (score == tf.gather(best, segment))
-    first = tf.math.unsorted_segment_min(
-        tf.where(winner, tf.range(tf.size(score, tf.int64)), _BIG), segment, num_examples)
+    first = _first_best(tf.where(valid, score, -float("inf")), tf.repeat(example, k * k),
+                        num_examples, tf.math.unsorted_segment_max,
+                        tf.range(tf.size(score, tf.int64)), valid)
     found = first < _BIG
     first = tf.where(found, first, 0)
     row, rank = first // (k * k), first % (k * k)
@@ -157,11 +163,8 @@ def null_scores(start_logits: tf.Tensor, end_logits: tf.Tensor, example: tf.Tens
     """postprocess._null_candidate: float64 [B] start and end logits at [CLS] of the window with
     the lowest null score (the first of equals; 0 for an example without windows)."""
     start, end = tf.cast(start_logits[:, 0], tf.float64), tf.cast(end_logits[:, 0], tf.float64)
-    score = start + end
-    lowest = tf.math.unsorted_segment_min(score, example, num_examples)
-    rows = tf.range(tf.size(example, tf.int64))
-    first = tf.math.unsorted_segment_min(
-        tf.where(score == tf.gather(lowest, example), rows, _BIG), example, num_examples)
+    first = _first_best(start + end, example, num_examples, tf.math.unsorted_segment_min,
+                        tf.range(tf.size(example, tf.int64)))
     found = first < _BIG
     first = tf.where(found, first, 0)
     take = lambda values: tf.where(  # noqa: E731
