@@ -2,7 +2,9 @@
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Scripts run by the tests inherit this, whatever the machine's environment says: at 0,
+# TensorFlow's C++ INFO messages (some over two lines) come before a script's own output.
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 
 import pytest  # noqa: E402
 

