@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-# glog's prefix: severity and date, time, thread id, file:line]
-_RUNTIME_LOG_LINE = re.compile(r"[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] ")
+# glog's prefix from a C++ source: severity and date, time, thread id, file.cc:line]. Python's
+# absl logging has the same prefix with a .py file: the script's own log lines are kept.
+_RUNTIME_LOG_LINE = re.compile(r"[IWEF]\d{4} [\d:.]+ +\d+ \S+\.(cc|h):\d+\] ")
 _ABSL_UNINITIALISED_NOTE = ("WARNING: All log messages before absl::InitializeLog() "
                             "is called are written to STDERR")
 
