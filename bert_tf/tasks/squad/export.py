@@ -26,6 +26,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from bert_tf.serving import packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.sentencepiece import InGraphSentencePiece
 from bert_tf.serving.text import basic_words, character_classes
@@ -166,10 +167,7 @@ def null_scores(start_logits: tf.Tensor, end_logits: tf.Tensor, example: tf.Tens
     first = _first_best(start + end, example, num_examples, tf.math.unsorted_segment_min,
                         tf.range(tf.size(example, tf.int64)))
     found = first < _BIG
-    first = tf.where(found, first, 0)
-    take = lambda values: tf.where(  # noqa: E731
-        found, tf.gather(tf.concat([values, [0.0]], 0), first), 0.0)
-    return take(start), take(end)
+    return _gather(start, first, found), _gather(end, first, found)
 
 
 def _nonspace_length(text: tf.Tensor) -> tf.Tensor:
@@ -270,28 +268,24 @@ class SquadServing(tf.Module):
         example = windows["example"]
         doc_index = (tf.ragged.range(windows["start"], windows["start"] + windows["length"])
                      + tf.gather(doc.row_starts(), example)[:, None])  # [R, (length)]
-        column = lambda value, dtype: tf.fill(  # noqa: E731
-            [tf.size(example), 1], tf.constant(value, dtype))
-        cls_id, sep_id = self.tokenizer.special_ids["[CLS]"], self.tokenizer.special_ids["[SEP]"]
-        query = tf.gather(query, example)
-        packed = tf.concat([column(cls_id, tf.int64), query, column(sep_id, tf.int64),
-                            tf.gather(doc.flat_values, doc_index), column(sep_id, tf.int64)],
-                           axis=1)
-        query_part = query.row_lengths() + 2  # [CLS] question [SEP]
-        shape = [None, max_seq_length]
+        # The windows fit (plan_windows), so packing truncates nothing.
+        packed = packing.pack(tf.gather(query, example), tf.gather(doc.flat_values, doc_index),
+                              self.tokenizer.special_ids["[CLS]"],
+                              self.tokenizer.special_ids["[SEP]"], max_seq_length)
+        # Every row is max_seq_length long, as in training: the span logits cover padding too.
+        padding = [[0, 0], [0, max_seq_length - tf.shape(packed["input_ids"])[1]]]
+        inputs = {name: tf.ensure_shape(tf.pad(packed[name], padding), [None, max_seq_length])
+                  for name in _MODEL_INPUTS}
+        query_part = tf.cast(packed["lengths_a"], tf.int64) + 2  # [CLS] question [SEP]
         position = tf.range(max_seq_length, dtype=tf.int64)[None, :]
-        end = packed.row_lengths()[:, None]
+        end = tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int64), axis=1, keepdims=True)
         flags = max_context(windows, doc.row_starts(), tf.size(doc.flat_values, tf.int64))
         query_flags = tf.RaggedTensor.from_row_lengths(
             tf.zeros([tf.reduce_sum(query_part)], tf.bool), query_part)
-        is_max = tf.concat([query_flags, flags, column(False, tf.bool)], axis=1)
-        return {**windows, "query_part": query_part,
-                "input_ids": tf.cast(packed.to_tensor(0, shape=shape), tf.int32),
-                "input_mask": tf.cast(position < end, tf.int32),
-                "segment_ids": tf.cast((position >= query_part[:, None]) & (position < end),
-                                       tf.int32),
+        is_max = tf.concat([query_flags, flags], axis=1)
+        return {**windows, **inputs, "query_part": query_part,
                 "in_context": (position >= query_part[:, None]) & (position < end - 1),
-                "is_max_context": is_max.to_tensor(False, shape=shape)}
+                "is_max_context": is_max.to_tensor(False, shape=[None, max_seq_length])}
 
     def _answer(self, span: dict[str, tf.Tensor], windows: dict[str, tf.Tensor],
                 doc: tf.RaggedTensor, piece_word: tf.Tensor, words: dict[str, tf.RaggedTensor],
