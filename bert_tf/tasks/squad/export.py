@@ -147,16 +147,18 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, candidate_start: 
                         num_examples, tf.math.unsorted_segment_max,
                         tf.range(tf.size(score, tf.int64)), valid)
     found = first < _BIG
-    first = tf.where(found, first, 0)
     row, rank = first // (k * k), first % (k * k)
-    start_rank, end_rank = rank // k, rank % k
-    pick = lambda top, values, rank: (  # noqa: E731
-        tf.cast(tf.gather_nd(top, tf.stack([row, rank], 1)), tf.int64),
-        tf.where(found, tf.cast(tf.gather_nd(values, tf.stack([row, rank], 1)), tf.float64), 0.0))
-    start, start_logit = pick(top_start, start_values, start_rank)
-    end, end_logit = pick(top_end, end_values, end_rank)
-    return {"found": found, "row": row, "start": tf.where(found, start, 0),
-            "end": tf.where(found, end, 0), "start_logit": start_logit, "end_logit": end_logit}
+
+    def pick(top: tf.Tensor, values: tf.Tensor, rank: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        # Through _gather: a batch of contexts without pieces has no windows at all.
+        index = row * k + rank
+        return (_gather(tf.reshape(tf.cast(top, tf.int64), [-1]), index, found),
+                _gather(tf.reshape(tf.cast(values, tf.float64), [-1]), index, found))
+
+    start, start_logit = pick(top_start, start_values, rank // k)
+    end, end_logit = pick(top_end, end_values, rank % k)
+    return {"found": found, "row": tf.where(found, row, 0), "start": start, "end": end,
+            "start_logit": start_logit, "end_logit": end_logit}
 
 
 def null_scores(start_logits: tf.Tensor, end_logits: tf.Tensor, example: tf.Tensor,
@@ -235,9 +237,7 @@ class SquadServing(tf.Module):
         doc = tf.RaggedTensor.from_row_lengths(pieces.flat_values, tf.math.unsorted_segment_sum(
             pieces.row_lengths(), words["words"].value_rowids(), tf.size(question)))  # [B, (T)]
         windows = self._windows(question, doc)
-        outputs = self.model({name: windows[name] for name in _MODEL_INPUTS}, training=False)
-        start_logits = tf.cast(outputs["start_logits"], tf.float32)
-        end_logits = tf.cast(outputs["end_logits"], tf.float32)
+        start_logits, end_logits = self._logits(windows)
         num_examples = tf.size(question, tf.int64)
         in_context = windows["in_context"]
         span = best_spans(start_logits, end_logits, in_context & windows["is_max_context"],
@@ -257,6 +257,18 @@ class SquadServing(tf.Module):
         result["answer"] = tf.where(has_answer, result["answer"], "")
         result["answer_start"] = tf.where(has_answer, result["answer_start"], -1)
         return result
+
+    def _logits(self, windows: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+        """float32 [R, max_seq_length] start and end logits of the windows.
+
+        A batch whose contexts have no pieces has no window, and the encoder does not run on
+        zero rows: the model then reads one row of padding, whose logits are dropped."""
+        rows = tf.shape(windows["input_ids"])[0]
+        extra = [[0, tf.maximum(1 - rows, 0)], [0, 0]]
+        outputs = self.model({name: tf.pad(windows[name], extra) for name in _MODEL_INPUTS},
+                             training=False)
+        return (tf.cast(outputs["start_logits"][:rows], tf.float32),
+                tf.cast(outputs["end_logits"][:rows], tf.float32))
 
     def _windows(self, question: tf.Tensor, doc: tf.RaggedTensor) -> dict[str, tf.Tensor]:
         """`[CLS] question [SEP] window [SEP]` rows, int32 [R, max_seq_length] model inputs, with

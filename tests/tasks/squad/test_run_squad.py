@@ -207,7 +207,12 @@ def test_exports_reproduce_predictions_from_raw_text(trained, v2_run):
             "paragraphs"] for qa in p["qas"]]
         jobs.append({"export_dir": export_dir, "signature": "serving_default",
                      "inputs": {"question": [q for q, _ in qas], "context": [c for _, c in qas]}})
-    outputs = run_client(trained["root"], jobs)
+    # Contexts without pieces only: no window in the whole batch, still one answer each.
+    jobs.append({"export_dir": v2_results["export_dir"], "signature": "serving_default",
+                 "inputs": {"question": ["Who?", ""], "context": ["", " \t\u202f"]}})
+    *outputs, no_windows = run_client(trained["root"], jobs)
+    assert (no_windows["answer"], no_windows["answer_start"], no_windows["has_answer"]) == \
+        (["", ""], [-1, -1], [False, False])
     for (predict_file, out_dir, _), got in zip(runs, outputs):
         ids = [qa["id"] for p in json.load(open(predict_file))["data"][0]["paragraphs"]
                for qa in p["qas"]]

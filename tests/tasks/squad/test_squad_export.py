@@ -174,3 +174,16 @@ def test_question_and_context_must_pair_up():
         module.serve_text(tf.constant(["Who?", "Where?"]), tf.constant(["Anna was here."]))
     out = module.serve_text(tf.constant(["Who?"]), tf.constant(["Anna was here."]))
     assert "null_odds" not in out  # a v1.1 model
+
+
+def test_a_batch_without_windows_answers_nothing():
+    """Contexts without pieces (or no texts at all) leave the model no window to read."""
+    module = export.SquadServing(HashedLogits(), in_graph_tokenizer(_real_vocab(), None, True),
+                                 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH, N_BEST,
+                                 MAX_ANSWER_LENGTH, True, 0.0)
+    for questions, contexts in ((["Who?", ""], ["", " \t\u202f"]), ([], [])):
+        out = module.serve_text(tf.constant(questions, tf.string), tf.constant(contexts, tf.string))
+        assert [a.decode() for a in out["answer"].numpy()] == [""] * len(questions)
+        assert out["answer_start"].numpy().tolist() == [-1] * len(questions)
+        assert out["has_answer"].numpy().tolist() == [False] * len(questions)
+        assert out["score"].numpy().tolist() == [0.0] * len(questions)
