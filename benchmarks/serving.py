@@ -193,5 +193,6 @@ def main(argv):
                               ["0", "1"], False, module, FLAGS.max_seq_length, pair=False)
             _measure(name, export_dir, module, FullTokenizer(vocab_file, do_lower_case=True))
 
+
 if __name__ == "__main__":
     app.run(main)
