@@ -17,7 +17,7 @@ TORCH_PIP_ARGS ?=
 # beside tensorflow-cpu / tensorflow-tpu: --no-deps keeps exactly the build TF_EXTRA chose.
 TF_TEXT_SPEC = tensorflow-text==$$($(PY) -c 'import tensorflow as tf; print(".".join(tf.__version__.split(".")[:2]))').*
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test clean
 
 install: $(VENV)/.installed
 

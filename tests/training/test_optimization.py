@@ -200,6 +200,13 @@ def data(batch=8, seed=3):
     return ids, labels, weights
 
 
+def replica_share(parts: losses.LossParts) -> tf.Tensor:
+    """This replica's share of the global batch's loss, as `bert_tf.training.steps` divides it."""
+    context = tf.distribute.get_replica_context()
+    normalizer = context.all_reduce(tf.distribute.ReduceOp.SUM, parts.normalizer)
+    return parts.total / (normalizer + parts.epsilon)
+
+
 def train(strategy=None, steps=3, jit_compile=False, checkpoint=None, restore=None, **kwargs):
     """A few MLM-style steps of the toy model; returns (weights, optimizer)."""
     strategy = strategy or tf.distribute.get_strategy()
@@ -212,7 +219,7 @@ def train(strategy=None, steps=3, jit_compile=False, checkpoint=None, restore=No
 
     def replica_step(ids, labels, weights):
         with tf.GradientTape() as tape:
-            loss = losses.masked_lm_loss(model(ids), labels, weights).replica_value()
+            loss = replica_share(losses.masked_lm_loss(model(ids), labels, weights))
             scaled = optimizer.scale_loss(loss)
         optimizer.apply(tape.gradient(scaled, model.trainable_variables),
                         model.trainable_variables)
@@ -285,7 +292,7 @@ def test_loss_scaling_matches_unscaled_and_skips_overflow_on_any_replica(baselin
         def replica_step(ids, labels, weights):
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             with tf.GradientTape() as tape:
-                loss = losses.masked_lm_loss(model(ids), labels, weights).replica_value()
+                loss = replica_share(losses.masked_lm_loss(model(ids), labels, weights))
                 loss *= tf.where(replica == 1, np.float32(np.inf), 1.0)
                 scaled = optimizer.scale_loss(loss)
             optimizer.apply(tape.gradient(scaled, model.trainable_variables),
