@@ -11,7 +11,7 @@ import sentencepiece
 from bert_tf.tasks.squad import examples as squad
 from bert_tf.tasks.squad.postprocess import (compute_predictions, detokenize, final_text,
                                              write_predictions)
-from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
 from conftest import TESTDATA
 from squad_windows import squad_windows
 

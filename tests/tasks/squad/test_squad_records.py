@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.squad import examples as squad, records as squad_records
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
 from squad_windows import squad_windows
 
