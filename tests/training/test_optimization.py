@@ -322,3 +322,37 @@ def test_gradient_accumulation_equals_one_big_batch():
         big.apply([tf.constant(g) for g in grads], clone)
     assert int(optimizer.iterations.numpy()) == 2
     assert_close([v.numpy() for v in variables], [v.numpy() for v in clone], atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
+def test_replica_gradients_are_summed_exactly_once(optimizer_type):
+    """Guards the Keras internals the optimizer overrides (`_clip_gradients` sums the replicas'
+    gradients, `_all_reduce_sum_gradients` then does not; checked on Keras 3.15.1 / TF 2.21.0):
+    with a large epsilon the first update is linear in the gradient, so a sum taken twice (2×),
+    or never (each replica's own), moves the weight by the wrong amount."""
+    epsilon, lr = 1e3, 0.5
+    per_replica = np.array([[1.0, -2.0, 3.0], [4.0, 0.5, -1.0]], np.float32)
+    strategy = two_cpu_strategy()
+    with strategy.scope():
+        variable = tf.Variable(np.ones(3, np.float32))
+        optimizer = optimizers.build_optimizer(lr, 10, 0, optimizer_type=optimizer_type,
+                                               clip_norm=None, weight_decay_rate=0.0,
+                                               epsilon=epsilon)
+        optimizer.build([variable])
+
+    @tf.function
+    def step(grads):
+        strategy.run(lambda g: optimizer.apply([g], [variable]), args=(grads,))
+
+    grads = strategy.experimental_distribute_values_from_function(
+        lambda context: tf.constant(per_replica[context.replica_id_in_sync_group]))
+    step(grads)
+    g = per_replica.sum(0)
+    m, v = 0.1 * g, 0.001 * g ** 2
+    if optimizer_type == "lamb":  # bias-corrected, and scaled by ‖θ‖ / ‖update‖
+        update = (m / 0.1) / (np.sqrt(v / 0.001) + epsilon)
+        update *= np.linalg.norm(np.ones(3)) / np.linalg.norm(update)
+    else:
+        update = m / (np.sqrt(v) + epsilon)
+    np.testing.assert_allclose(variable.numpy(), 1.0 - lr * update, rtol=1e-5)
+    np.testing.assert_allclose(optimizer.gradient_norm.numpy(), np.linalg.norm(g), rtol=1e-6)
