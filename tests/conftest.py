@@ -38,3 +38,14 @@ def require_extra(module: str, extra: str):
 def beam_extra():
     """For `pytest.mark.usefixtures("beam_extra")`: apache-beam, as `require_extra` says."""
     return require_extra("apache_beam", "beam")
+
+
+@pytest.fixture(scope="session")
+def script_runner():
+    """One server that runs the scripts' command lines, each in a fresh forked process, for the
+    whole session (see script_runs.py): TensorFlow is imported once, not once per run."""
+    from script_runs import ScriptRunner
+
+    env = {key: value for key, value in os.environ.items() if key != "BERT_TF_TRACEBACK"}
+    with ScriptRunner(env) as runner:
+        yield runner
