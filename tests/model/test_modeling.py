@@ -399,3 +399,19 @@ def test_inference_and_training_give_the_same_outputs(tiny_config):
         b = encoder(features, training=True, output_positions=positions)
         np.testing.assert_allclose(a["pooled_output"].numpy(), b["pooled_output"].numpy(),
                                    atol=1e-5)
+
+
+@pytest.mark.parametrize("compute_padding", [False, True])
+def test_a_batch_of_no_rows_gives_outputs_of_no_rows(tiny_config, compute_padding):
+    """An empty request ([] texts) reaches the encoder as [0,S]: every output has 0 rows."""
+    encoder = BertEncoder(tiny_config, compute_padding=compute_padding)
+    empty = {name: tf.zeros([0, 7], tf.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    call = tf.function(lambda f, p: encoder(f, output_positions=p), autograph=False)
+    h = tiny_config.hidden_size
+    full = encoder(empty)
+    assert full["sequence_output"].shape == (0, 7, h) and full["pooled_output"].shape == (0, h)
+    assert full["embedding_output"].shape == (0, 7, h)
+    assert [o.shape for o in full["encoder_outputs"]] == [(0, 7, h)] * tiny_config.num_hidden_layers
+    selected = call(empty, tf.zeros([0, 3], tf.int32))
+    assert selected["selected_output"].shape == (0, 3, h)
+    assert selected["pooled_output"].shape == (0, h)
