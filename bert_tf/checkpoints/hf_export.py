@@ -31,7 +31,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk, tokenization
+from bert_tf import full_disk
+from bert_tf.text import tokenizers
 from bert_tf.checkpoints import albert_names, hf_weights, model_config
 from bert_tf.checkpoints.name_map import find_encoder, init_from_checkpoint, model_mappings
 from bert_tf.errors import UserError
@@ -179,7 +180,7 @@ def tokenizer_files(tokenizer: TokenizerFiles) -> dict[str, str | bytes]:
     if tokenizer.spm_model_file:
         with tf.io.gfile.GFile(tokenizer.spm_model_file, "rb") as f:
             model = f.read()
-        pieces = tokenization.SentencePieceTokenizer(tokenizer.spm_model_file).sp_model
+        pieces = tokenizers.SentencePieceTokenizer(tokenizer.spm_model_file).sp_model
         # Our SentencePiece tokenizer lower-cases (when asked) and leaves accents to the model's
         # own normalisation: AlbertTokenizer does the same with keep_accents.
         settings.update(tokenizer_class="AlbertTokenizer", keep_accents=True, remove_space=True,

@@ -23,7 +23,7 @@ import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from bert_tf import tokenization  # noqa: E402
+from bert_tf.text import tokenizers  # noqa: E402
 from bert_tf.checkpoints import hf_export  # noqa: E402
 from bert_tf.checkpoints import model_config  # noqa: E402
 from bert_tf.checkpoints import name_map as checkpoints  # noqa: E402
@@ -56,7 +56,7 @@ SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, interme
 def _wordpiece_vocab(directory: str, cased: bool) -> str:
     """vocab.txt: the special tokens, the words of TEXTS as BasicTokenizer splits them (less
     'jumps', which WordPiece then cuts into jump ##s, and 'lazy', which becomes [UNK])."""
-    basic = tokenization.BasicTokenizer(do_lower_case=not cased)
+    basic = tokenizers.BasicTokenizer(do_lower_case=not cased)
     words = {w for text in TEXTS for w in basic.tokenize(text)} - {"jumps", "lazy"}
     path = os.path.join(directory, "vocab.txt")
     with open(path, "w", encoding="utf-8") as f:
@@ -108,7 +108,7 @@ def _head(architecture: str) -> hf_export.HeadLabels:
 
 
 def _our_ids(tokenizer_files: hf_export.TokenizerFiles, a: str, b: str | None) -> list[int]:
-    tokenizer = tokenization.create_tokenizer(tokenizer_files.vocab_file,
+    tokenizer = tokenizers.create_tokenizer(tokenizer_files.vocab_file,
                                               tokenizer_files.spm_model_file,
                                               tokenizer_files.do_lower_case)
     tokens = ["[CLS]", *tokenizer.tokenize(a), "[SEP]"]
@@ -334,7 +334,7 @@ def test_run_ner_predicts_with_a_transformers_tagger_without_training(transforme
     assert out["labels"] == TOKEN_LABELS
     with open(out["files"]["test_predictions"], encoding="utf-8") as f:
         predicted = [line.split()[-1] for line in f if line.strip()]
-    tokenizer = tokenization.FullTokenizer(os.path.join(directory, "vocab.txt"))
+    tokenizer = tokenizers.FullTokenizer(os.path.join(directory, "vocab.txt"))
     theirs = transformers.BertForTokenClassification.from_pretrained(directory).eval()
     expected = []
     for words in sentences:
