@@ -349,6 +349,40 @@ def test_run_ner_predicts_with_a_transformers_tagger_without_training(transforme
                                             init_checkpoint=directory))
 
 
+def test_run_classifier_takes_a_custom_tasks_labels_from_id2label(transformers_dirs, tmp_path):
+    from bert_tf.tasks.classifier import processors
+    from bert_tf.tasks.classifier import task as classifier_task
+
+    directory = transformers_dirs["bert", "sequence"]
+
+    def options(label_list):
+        spec = processors.spec_from_flags("sentence", "label", label_list=label_list)
+        return classifier_task.ClassifierOptions(task_name="custom", data_dir=str(tmp_path),
+                                                 custom_spec=spec)
+
+    # No --label_list and no training file: the directory's id2label.
+    assert classifier_task.resolve_task(options(None), directory).labels == tuple(CLASS_LABELS)
+    with pytest.raises(UserError, match="--label_list=positive,neutral,negative differs"):
+        classifier_task.resolve_task(options(["positive", "neutral", "negative"]), directory)
+
+
+def test_regression_and_multi_label_heads_say_so_in_config_json(vocabularies, tmp_path):
+    """problem_type as transformers reads it; multi-label thresholds by label name."""
+    _, config = vocabularies["bert", False]
+    regression = hf_export.hf_config(models.classifier_model(config, 1),
+                                     hf_export.HeadLabels(problem_type="regression"))
+    assert regression["problem_type"] == "regression" and regression["id2label"] == {"0": "LABEL_0"}
+    model = _build("sequence", config, seed=6)
+    directory = hf_export.export_hf_directory(
+        model, str(tmp_path / "multi"), vocabularies["bert", False][0],
+        hf_export.HeadLabels(CLASS_LABELS, "multi_label_classification", [0.3, 0.5, 0.7]))
+    loaded = transformers.AutoConfig.from_pretrained(directory)
+    assert loaded.problem_type == "multi_label_classification"
+    assert loaded.thresholds == {"negative": 0.3, "neutral": 0.5, "positive": 0.7}
+    with pytest.raises(hf_export.HfExportError, match="problem_type 'ranking'"):
+        hf_export.hf_config(model, hf_export.HeadLabels(problem_type="ranking"))
+
+
 # --------------------------------------------------------------------------- errors and paths
 
 def test_a_label_list_that_disagrees_with_id2label_is_one_error(transformers_dirs):
@@ -424,9 +458,30 @@ def test_export_checkpoint_takes_a_google_layout_and_its_run_labels(vocabularies
     checkpoints.init_from_checkpoint(again, directory)
     for mine, theirs in zip(model.weights, again.weights):
         assert np.array_equal(mine.numpy(), theirs.numpy()), mine.path
+    encoder_dir = hf_export.export_checkpoint(str(tmp_path / "google"), str(tmp_path / "encoder"),
+                                              tokenizer_files, head="encoder")
+    encoder, info = transformers.AutoModel.from_pretrained(encoder_dir, output_loading_info=True)
+    assert type(encoder).__name__ == "BertModel" and not any(info.values()), info
     with pytest.raises(hf_export.HfExportError, match="holds no trained squad head"):
         hf_export.export_checkpoint(str(tmp_path / "google"), str(tmp_path / "squad"),
                                     tokenizer_files, head="squad")
+
+
+def test_export_checkpoint_takes_an_albert_run_directory(vocabularies, exports, tmp_path):
+    """A bert_tf run directory (object-based checkpoint, its config and label list) of an ALBERT
+    tagger: the export is transformers' AlbertForTokenClassification with the run's labels."""
+    model, _ = exports["albert", False, "token"]
+    run = tmp_path / "run"
+    tf.train.Checkpoint(model=model).save(str(run / "ckpt"))
+    model.config.to_json_file(run / "bert_config.json")
+    (run / "label_list.txt").write_text("".join(f"{x}\n" for x in TOKEN_LABELS))
+    directory = hf_export.export_checkpoint(str(run), str(tmp_path / "hf"),
+                                            vocabularies["albert", False][0], head="tagger")
+    theirs, info = transformers.AutoModelForTokenClassification.from_pretrained(
+        directory, output_loading_info=True)
+    assert type(theirs).__name__ == "AlbertForTokenClassification"
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    assert theirs.config.id2label == dict(enumerate(TOKEN_LABELS))
 
 
 # --------------------------------------------------------------------------- real weights
