@@ -527,3 +527,31 @@ def test_minilm_classifier_goes_through_bert_tf_and_back_unchanged(tmp_path):
     _assert_same_logits(ours_logits, reference, batch["attention_mask"].numpy())
     probabilities = torch.softmax(torch.tensor(reference["logits"]), -1).numpy()
     assert np.abs(tf.nn.softmax(ours_logits["logits"]).numpy() - probabilities).max() <= 1e-6
+
+
+def test_run_pretraining_writes_export_hf_dir(tmp_path):
+    """run_pretraining's library path with --export_hf_dir alone: the init checkpoint (Google's
+    layout) comes out as transformers' BertForPreTraining, every weight as it was."""
+    from bert_tf.tasks.pretraining import task as pretraining_task
+    from bert_tf.training import loop as training
+    from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records
+
+    model = _build("pretraining", BertConfig(**TINY_CONFIG), seed=7)
+    checkpoints.export_google_checkpoint(model, str(tmp_path / "google" / "bert_model.ckpt"))
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{t}\n" for t in SPECIAL_TOKENS)
+                     + "".join(f"w{i}\n" for i in range(TINY_CONFIG["vocab_size"] - 5)))
+    options = pretraining_task.PretrainingOptions(
+        input_file=write_records(tmp_path / "records.tfrecord", pretraining_arrays(2, seed=1)),
+        max_seq_length=SEQ, max_predictions_per_seq=PRED, vocab_file=str(vocab),
+        export_hf_dir=str(tmp_path / "hf"))
+    pretraining_task.run_pretraining(options, training.RunConfig(
+        output_dir=str(tmp_path / "run"), init_checkpoint=str(tmp_path / "google")),
+        tf.distribute.get_strategy())
+    _, info = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "hf"),
+                                                              output_loading_info=True)
+    assert not any(info.values()), info
+    again = _build("pretraining", model.config, seed=8)
+    checkpoints.init_from_checkpoint(again, str(tmp_path / "hf"))
+    for mine, theirs in zip(model.weights, again.weights):
+        assert np.array_equal(mine.numpy(), theirs.numpy()), mine.path
