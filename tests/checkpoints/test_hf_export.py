@@ -555,3 +555,22 @@ def test_run_pretraining_writes_export_hf_dir(tmp_path):
     checkpoints.init_from_checkpoint(again, str(tmp_path / "hf"))
     for mine, theirs in zip(model.weights, again.weights):
         assert np.array_equal(mine.numpy(), theirs.numpy()), mine.path
+
+
+def test_run_squad_exports_a_transformers_qa_model_unchanged(transformers_dirs, tmp_path):
+    """run_squad's library path with --export_hf_dir alone, from transformers' own
+    BertForQuestionAnswering: the same tensors come back out."""
+    from bert_tf.tasks.squad import task as squad_task
+    from bert_tf.training import loop as training
+
+    directory = transformers_dirs["bert", "span"]
+    options = squad_task.SquadOptions(vocab_file=os.path.join(directory, "vocab.txt"),
+                                      max_seq_length=32, max_query_length=8,
+                                      export_hf_dir=str(tmp_path / "hf"))
+    out = squad_task.run_squad(options, training.RunConfig(
+        output_dir=str(tmp_path / "run"), init_checkpoint=directory))
+    original = transformers.BertForQuestionAnswering.from_pretrained(directory).state_dict()
+    exported = transformers.BertForQuestionAnswering.from_pretrained(out["export_hf_dir"])
+    for name, tensor in exported.state_dict().items():
+        assert torch.equal(tensor, original[name]), name
+    assert transformers.AutoTokenizer.from_pretrained(out["export_hf_dir"]).model_max_length == 32
