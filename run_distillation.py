@@ -63,6 +63,15 @@ flags.DEFINE_float("intermediate_learning_rate", 5e-5, "Learning rate of the int
 flags.DEFINE_float("temperature", 1.0, "Prediction stage: the logits are divided by it.")
 flags.DEFINE_float("alpha", 1.0, "Prediction stage: weight of the soft loss; the gold-label "
                    "loss weighs 1 - alpha.")
+flags.DEFINE_string("augment_checkpoint", None, "Augment the classifier's training set with "
+                    "this pretrained BERT's masked LM (its cls/predictions head); both stages "
+                    "train on it.")
+flags.DEFINE_integer("augment_copies", 20, "--augment_checkpoint: variants of each training "
+                     "example.")
+flags.DEFINE_float("augment_probability", 0.4, "--augment_checkpoint: chance that a word "
+                   "(a Chinese character) is replaced.")
+flags.DEFINE_integer("augment_top_k", 15, "--augment_checkpoint: a replacement is one of the "
+                     "masked LM's this many best whole words.")
 
 
 def main(argv):

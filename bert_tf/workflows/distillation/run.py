@@ -33,11 +33,12 @@ from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.training import best_checkpoint, finetuning, loop as training
-from bert_tf.workflows.distillation import student as students
+from bert_tf.workflows.distillation import augmentation, student as students
 from bert_tf.workflows.distillation.task import (
     STAGES, DistillationTask, PredictionTerm, classifier_term, span_term, tagging_term)
 
 RESULTS_FILE = "distillation_results.json"
+AUGMENTED_DIR = "augmented_data"
 TEACHER_DIR = "teacher"
 DEV_RECORDS = "eval.tf_record"  # the dev windows every task caches in its run directory
 KINDS = ("classifier", "ner", "squad")
@@ -53,7 +54,9 @@ class DistillationOptions:
     `student_config` (a bert_config.json) or `student_layers` (the teacher's width; its weights
     copied from the teacher's layers); `student_init_checkpoint` gives its first weights.
     The prediction stage runs --num_train_epochs at --learning_rate, the intermediate one
-    `intermediate_epochs` at `intermediate_learning_rate`.
+    `intermediate_epochs` at `intermediate_learning_rate`. With `augment_checkpoint` (a
+    pretrained BERT with its masked-LM head) both stages train on the augmented training set
+    (`augmentation.py`; classifier only).
     """
 
     teacher_dir: str | None = None
@@ -66,6 +69,10 @@ class DistillationOptions:
     intermediate_learning_rate: float = 5e-5
     temperature: float = 1.0
     alpha: float = 1.0
+    augment_checkpoint: str | None = None
+    augment_copies: int = 20
+    augment_probability: float = 0.4
+    augment_top_k: int = 15
 
 
 def _runner(kind: str) -> Callable[..., dict[str, Any]]:
@@ -196,6 +203,8 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
     config_file = os.path.join(output_dir, "student_config.json")
     full_disk.write_text_atomically(config_file, config.to_json_string())
     teacher = _Teacher(distillation, teacher_config)
+    if distillation.augment_checkpoint:
+        options = _augmented(kind, options, run_config, distillation)
     student_options = _replace(options, bert_config_file=config_file)
     stage_results, made = {}, {}
     init = distillation.student_init_checkpoint
@@ -232,6 +241,32 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
         out["results"] = _compare(kind, options, run_config, teacher, made["base"],
                                   student_eval, strategy)
     return out
+
+
+def _augmented(kind: str, options, run_config: training.RunConfig,
+               distillation: DistillationOptions):
+    """`options` reading the augmented copy of the task's data (written now, or kept from an
+    earlier run with the same settings)."""
+    if kind != "classifier" or options.processor:
+        raise UserError("--augment_checkpoint augments a classifier's files (--task=classifier, "
+                        "no --processor)")
+    if not 0.0 <= distillation.augment_probability <= 1.0 or distillation.augment_copies < 1:
+        raise UserError("--augment_probability must be in [0, 1] and --augment_copies at least 1")
+    if options.vocab_file:
+        students.check_same_vocabulary(options.vocab_file, _beside(
+            distillation.augment_checkpoint, "vocab.txt"), "--augment_checkpoint")
+    task = classifier_task.resolve_task(options)
+    settings = {"checkpoint": distillation.augment_checkpoint, "task": task.name,
+                "data_dir": options.data_dir, "copies": distillation.augment_copies,
+                "probability": distillation.augment_probability,
+                "top_k": distillation.augment_top_k, "seed": run_config.seed}
+    directory = os.path.join(run_config.output_dir, AUGMENTED_DIR)
+    spec = augmentation.augment_classifier_data(
+        task, options.data_dir, directory, lambda: augmentation.MaskedLmCandidates(
+            distillation.augment_checkpoint, options.vocab_file, options.do_lower_case,
+            distillation.augment_top_k, options.max_seq_length),
+        distillation.augment_copies, distillation.augment_probability, run_config.seed, settings)
+    return dataclasses.replace(options, task_name="custom", custom_spec=spec, data_dir=directory)
 
 
 def _main_metric(kind: str, results: dict[str, Any]) -> str:

@@ -176,3 +176,25 @@ def test_another_vocabulary_is_refused(runs):
         json.dump({**values, "vocab_size": values["vocab_size"] + 1}, f)
     with pytest.raises(UserError, match="vocab_size .* differs from the teacher's"):
         _distill(runs, "vocab_size", student_config=config)
+
+
+def test_augmented_training_set_feeds_both_stages(runs):
+    from bert_tf.model import models
+    from bert_tf.model.config import BertConfig
+    import tensorflow as tf
+
+    mlm = runs["dir"] / "mlm"
+    mlm.mkdir()
+    config = BertConfig.from_json_file(os.path.join(runs["teacher"], "bert_config.json"))
+    tf.train.Checkpoint(model=models.pretraining_model(config)).write(str(mlm / "ckpt-1"))
+    config.to_json_file(str(mlm / "bert_config.json"))
+    out = _distill(runs, "augmented", augment_checkpoint=str(mlm / "ckpt-1"), augment_copies=1)
+    # 24 training sentences and one variant each: 48 examples, 6 batches of 8 in one epoch.
+    assert out["stages"]["prediction"]["train"]["global_step"] == 6
+    with open(runs["dir"] / "augmented" / "augmented_data" / "train.tsv", encoding="utf-8") as f:
+        rows = f.read().splitlines()[1:]
+    assert len(rows) == 48
+    with open(os.path.join(runs["dir"], "data", "train.tsv"), encoding="utf-8") as f:
+        originals = f.read().splitlines()[1:]
+    assert rows[0::2] == originals  # each original, then its variant
+    assert [r.split("\t")[1] for r in rows[1::2]] == [r.split("\t")[1] for r in originals]
