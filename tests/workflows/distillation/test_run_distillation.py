@@ -3,6 +3,7 @@ run_classifier, distilled into a narrower 1-layer student through both stages; t
 directory is an ordinary run (its export reproduces its --do_predict in a fresh process), its
 distillation_results.json holds both models' figures; and the errors."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -129,15 +130,26 @@ def test_student_export_reproduces_its_predictions_in_a_fresh_process(runs, tmp_
 
 
 def _distill(runs, name: str, **changes):
+    """A prediction-stage distillation into runs/<name> (no predictions, no export)."""
     options = dict(teacher_dir=runs["teacher"], student_config=runs["student_config"],
                    stages=("prediction",), intermediate_epochs=1.0)
     options.update(changes)
-    task_options = changes.pop("task_options", None) or runs["options"]
-    options.pop("task_options", None)
+    task_options = dataclasses.replace(runs["options"], do_predict=False, export_dir=None)
+    if options.get("teacher_checkpoint"):
+        task_options = dataclasses.replace(task_options, bert_config_file=os.path.join(
+            runs["teacher"], "bert_config.json"))
     return distillation.run_distillation(
         "classifier", task_options,
         training.RunConfig(output_dir=str(runs["dir"] / name), train_batch_size=8),
         distillation.DistillationOptions(**options))
+
+
+def test_a_teacher_checkpoint_teaches_as_its_run_directory_does(runs):
+    checkpoint = os.path.join(runs["teacher"], "ckpt-6")
+    out = _distill(runs, "from_checkpoint", teacher_dir=None, teacher_checkpoint=checkpoint)
+    assert out["results"]["teacher"]["dev"] == runs["out"]["results"]["teacher"]["dev"]
+    assert out["results"]["teacher"]["parameters"] == runs["out"]["results"]["teacher"][
+        "parameters"]
 
 
 def test_label_lists_in_another_order_are_refused(runs):
