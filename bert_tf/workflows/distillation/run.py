@@ -215,7 +215,7 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
             options.num_train_epochs if stage == "prediction" else distillation.intermediate_epochs))
         if not last:
             stage_options = _replace(stage_options, do_eval=False, do_predict=False,
-                                     export_dir=None, eval_every_n_steps=0,
+                                     export_dir=None, export_hf_dir=None, eval_every_n_steps=0,
                                      eval_every_epoch=False, best_metric=None)
         stage_config = run_config.replace(
             output_dir=stage_dir, init_checkpoint=init,
@@ -286,7 +286,7 @@ def _compare(kind: str, options, run_config: training.RunConfig, teacher: _Teach
     """Evaluates the teacher on the same dev data, measures both models' throughput on the dev
     windows, and writes distillation_results.json."""
     teacher_dir = os.path.join(run_config.output_dir, TEACHER_DIR)
-    teacher_options = _replace(options, do_train=False, export_dir=None,
+    teacher_options = _replace(options, do_train=False, export_dir=None, export_hf_dir=None,
                                do_predict=kind == "squad" and options.do_predict)
     teacher_eval = _runner(kind)(teacher_options, run_config.replace(
         output_dir=teacher_dir, init_checkpoint=teacher.checkpoint), strategy)["eval"]
