@@ -146,10 +146,11 @@ class _Teacher:
         else:
             self.model = task.build_model()
             report = name_map.init_from_checkpoint(self.model, self.checkpoint)
-            if report.missing or report.mismatched:
+            untrained = report.missing + report.mismatched
+            if untrained:
                 raise UserError(f"--teacher_checkpoint={self.checkpoint}: the teacher lacks "
-                                f"trained weights for {', '.join(report.missing + report.mismatched)}"
-                                "; give a fine-tuned checkpoint with this task's head and labels")
+                                f"trained weights for {', '.join(untrained)}; give a fine-tuned "
+                                "checkpoint with this task's head and labels")
         return self.model
 
 
@@ -211,8 +212,9 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
     for i, stage in enumerate(distillation.stages):
         last = i == len(distillation.stages) - 1
         stage_dir = output_dir if last else os.path.join(output_dir, stage)
-        stage_options = _replace(student_options, do_train=True, num_train_epochs=(
-            options.num_train_epochs if stage == "prediction" else distillation.intermediate_epochs))
+        epochs = (options.num_train_epochs if stage == "prediction"
+                  else distillation.intermediate_epochs)
+        stage_options = _replace(student_options, do_train=True, num_train_epochs=epochs)
         if not last:
             stage_options = _replace(stage_options, do_eval=False, do_predict=False,
                                      export_dir=None, export_hf_dir=None, eval_every_n_steps=0,
@@ -269,15 +271,15 @@ def _augmented(kind: str, options, run_config: training.RunConfig,
     return dataclasses.replace(options, task_name="custom", custom_spec=spec, data_dir=directory)
 
 
-def _main_metric(kind: str, results: dict[str, Any]) -> str:
-    if kind == "squad":
-        return "f1" if "f1" in results else "exact_match"
-    if kind == "ner":
-        return "eval_f1"
-    for name in ("eval_accuracy", "eval_pearson", "eval_micro_f1"):
-        if name in results:
-            return name
-    return next(k for k in results if k.startswith("eval_") and not k.endswith("loss"))
+def _main_metric(kind: str, options) -> str:
+    """The figure the results compare: --best_metric's key, else the task's default (the
+    classifier's first GLUE metric: eval_mcc for CoLA, eval_pearson for regression)."""
+    if options.best_metric:
+        return options.best_metric.split(":")[0]
+    if kind == "classifier":
+        return ("eval_accuracy" if options.processor  # a user's processor: no GLUE metrics
+                else classifier_task.default_metric(classifier_task.resolve_task(options)))
+    return ner_task.DEFAULT_BEST_METRIC if kind == "ner" else squad_task.DEFAULT_BEST_METRIC
 
 
 def _compare(kind: str, options, run_config: training.RunConfig, teacher: _Teacher,
@@ -292,7 +294,7 @@ def _compare(kind: str, options, run_config: training.RunConfig, teacher: _Teach
         output_dir=teacher_dir, init_checkpoint=teacher.checkpoint), strategy)["eval"]
     student_model = training.load_model(base, run_config, checkpoint=(
         best_checkpoint.prediction_checkpoint(run_config.output_dir, options.predict_from)))
-    metric = _main_metric(kind, student_eval)
+    metric = _main_metric(kind, options)
     dev = dev_inputs(os.path.join(run_config.output_dir, DEV_RECORDS))
     speeds = throughput({"teacher": teacher.load(base), "student": student_model}, dev,
                         run_config.eval_batch_size)

@@ -2,7 +2,6 @@
 same seed writes the same bytes, Chinese varies per character, and the written files are a
 custom classification task that reads back as the originals plus their copies."""
 
-import os
 import random
 
 import numpy as np

@@ -42,7 +42,8 @@ def test_tagger_distils_per_word(tmp_path):
     assert out["stages"]["prediction"]["train"]["distillation_loss"] > 0
     results = out["results"]
     assert results["metric"] == "eval_f1"
-    assert results["student"]["dev"] == pytest.approx(out["stages"]["prediction"]["eval"]["eval_f1"])
+    student_eval = out["stages"]["prediction"]["eval"]
+    assert results["student"]["dev"] == pytest.approx(student_eval["eval_f1"])
     assert results["dev_examples"] == 6  # the dev file's windows (test_run_ner counts them)
     assert results["student"]["parameters"] < results["teacher"]["parameters"]
 

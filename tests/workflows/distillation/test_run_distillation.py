@@ -17,7 +17,7 @@ from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
 from serving_client import run_client
-from tiny_models import REPO, words_of
+from tiny_models import REPO, words_of, write_tiny_model
 
 DEMO = os.path.join(REPO, "demo", "data", "classification")
 STUDENT = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=4, intermediate_size=19,
@@ -45,7 +45,6 @@ def runs(tmp_path_factory):
     """The teacher's run directory and the student's, distilled with both stages."""
     directory = tmp_path_factory.mktemp("distill")
     texts = _write_task(str(directory / "data"))
-    from tiny_models import write_tiny_model
     vocab_file, config_file = write_tiny_model(directory, words_of(texts))
     options = classifier_task.ClassifierOptions(
         task_name="sst-2", data_dir=str(directory / "data"), vocab_file=vocab_file,
@@ -78,7 +77,8 @@ def _parameters(config: dict, num_labels: int) -> int:
     embeddings = (config["vocab_size"] + config["max_position_embeddings"]
                   + config["type_vocab_size"]) * h + 2 * h
     block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return embeddings + config["num_hidden_layers"] * block + h * h + h + num_labels * h + num_labels
+    head = num_labels * h + num_labels
+    return embeddings + config["num_hidden_layers"] * block + (h * h + h) + head
 
 
 def test_both_stages_train_and_the_results_compare_teacher_and_student(runs):
