@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from bert_tf import filesystem
+from bert_tf import filesystem, full_disk
 from bert_tf.errors import UserError
 from bert_tf.records import file_checks, tfrecord
 
@@ -187,7 +187,9 @@ def write_records(path: str, features: dict[str, np.ndarray], schema: Schema) ->
     summary = file_checks.Summary()
     summary.update(framed, len(offsets) - 1)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "wb") as f:
+    # A full disk: the temporary goes, the one error names the file the user asked for.
+    with full_disk.named_when_full(path, lambda: full_disk.remove_if_exists(tmp)), \
+            filesystem.writing(tmp), open(tmp, "wb") as f:
         f.write(framed.tobytes())
     os.replace(tmp, path)
     return summary.as_dict()
