@@ -179,7 +179,7 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
         if not summary.instances:
             for path in outputs:
                 filesystem.delete(temporary_path(path))
-            raise EmptyInputError(no_instances_message(inputs, summary))
+            raise EmptyInputError(no_instances_message(inputs, summary, config.task_text.input_format))
         for path in outputs:
             filesystem.replace(temporary_path(path), path)
     finally:
