@@ -34,6 +34,8 @@ flags.DEFINE_bool("refine", False, "Then fine-tune each task alone from the mult
                   "(<output_dir>/<task>/refined/), with --num_train_epochs.")
 training_flags.define_model_flags()
 training_flags.define_finetuning_flags()
+training_flags.define_selection_flags("mean: the mean of the tasks' main metrics; or "
+                                      "<task>_<key>, e.g. sst_eval_accuracy")
 training_flags.define_flags()
 
 

@@ -17,7 +17,7 @@ from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.errors import UserError
 from bert_tf.records import features as record_schemas
 from bert_tf.serving.saved_model import SIGNATURE_KEY
-from bert_tf.training import finetuning, loop as training
+from bert_tf.training import best_checkpoint, finetuning, loop as training
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.run import (MultitaskOptions, MultitaskTask, prepare_task,
                                              run_multitask)
@@ -30,6 +30,7 @@ from tiny_models import words_of_files, write_tiny_model
 DEMO = os.path.join(REPO, "demo", "data")
 SEQ = 24
 STEPS_PER_CHECKPOINT = 4
+EVAL_EVERY = 8  # and at the last step: the best of two checkpoints is kept
 
 
 # ------------------------------------------------------------------ sampling
@@ -116,7 +117,7 @@ def setup(tmp_path_factory):
         {"name": "ner", "type": "ner", "data_dir": "ner", "weight": 2}]}))
     shared = finetuning.FinetuningOptions(
         bert_config_file=config_file, vocab_file=vocab_file, max_seq_length=SEQ, do_train=True,
-        num_train_epochs=1.0)
+        num_train_epochs=1.0, eval_every_n_steps=EVAL_EVERY)
     options = MultitaskOptions(tasks_file=str(directory / "tasks.json"), shared=shared,
                                task_sampling="annealed", do_eval=True,
                                export_dir=str(directory / "exports"))
@@ -150,7 +151,11 @@ def test_outputs_of_each_task(run):
     ner = _results(os.path.join(out, "eval_results_ner.txt"))
     assert set(sst) == {"eval_accuracy", "eval_loss", "global_step", "loss"}
     assert {"eval_f1", "eval_precision", "eval_recall", "eval_accuracy"} <= set(ner)
-    assert sst["global_step"] == ner["global_step"] == steps
+    # The best checkpoint on the mean of the tasks' main metrics (accuracy, entity F1).
+    best = json.load(open(os.path.join(out, "best_state.json")))
+    assert best["best_step"] in (EVAL_EVERY, steps)
+    assert sst["global_step"] == ner["global_step"] == best["best_step"]
+    assert best["best_score"] == pytest.approx((sst["eval_accuracy"] + ner["eval_f1"]) / 2, rel=1e-6)
     assert len(open(os.path.join(out, "sst", "test_results.tsv")).readlines()) == 12
     assert os.path.isfile(os.path.join(out, "ner", "test_predictions.txt"))
 
@@ -172,7 +177,8 @@ def test_each_task_evaluates_as_its_head_computes_from_the_shared_weights(run):
     tasks = [prepare_task(entry, os.path.join(out, entry.name), _config(run), _tokenizer(run),
                           run["run_config"])
              for entry in read_tasks_file(options.tasks_file, options.shared)]
-    model = training.load_model(MultitaskTask(_config(run), tasks), run["run_config"])
+    model = training.load_model(MultitaskTask(_config(run), tasks), run["run_config"],
+                                checkpoint=best_checkpoint.prediction_checkpoint(out, "best"))
     inputs = finetuning.MODEL_INPUTS
 
     sst = _records(os.path.join(out, "sst", "eval.tf_record"), record_schemas.classifier_schema(SEQ))

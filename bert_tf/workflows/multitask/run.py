@@ -43,10 +43,11 @@ from bert_tf.model import models
 from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.classifier import features as classifier_features
-from bert_tf.tasks.classifier.task import ClassifierTask, resolve_task, run_classifier
+from bert_tf.tasks.classifier.task import (ClassifierTask, default_metric, resolve_task,
+                                           run_classifier)
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import task as ner
-from bert_tf.training import finetuning, loop as training
+from bert_tf.training import best_checkpoint, finetuning, loop as training
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.tasks_file import TaskEntry, read_tasks_file
 
@@ -280,19 +281,45 @@ def write_task_checkpoints(multitask: MultitaskTask, run_config: training.RunCon
     return prefixes
 
 
-def _run_task(entry: TaskEntry, options: MultitaskOptions, run_config: training.RunConfig,
-              strategy, *, train: bool, init_checkpoint: str, output_dir: str,
+def _run_task(entry: TaskEntry, run_config: training.RunConfig, strategy, *, train: bool,
+              do_eval: bool, do_predict: bool, init_checkpoint: str, output_dir: str,
               export_dir: str | None) -> dict[str, Any]:
     """The task's own script function on its model: evaluate, predict, export (and train)."""
     task_options = dataclasses.replace(
-        entry.options, do_train=train, do_eval=options.do_eval,
-        do_predict=options.shared.do_predict,
+        entry.options, do_train=train, do_eval=do_eval, do_predict=do_predict,
         export_dir=export_dir,
         bert_config_file=os.path.join(os.path.dirname(init_checkpoint), "bert_config.json"))
     task_config = run_config.replace(output_dir=output_dir, init_checkpoint=init_checkpoint)
     if entry.kind == "classifier":
         return run_classifier(task_options, task_config, strategy)
     return ner.run_ner(task_options, task_config, strategy)
+
+
+def main_metric(prepared: PreparedTask) -> str:
+    """The eval_results key that stands for a task in `mean`: its script's --best_metric
+    default (the first GLUE metric of a classifier task, eval_f1 for NER)."""
+    if isinstance(prepared.loop_task, ClassifierTask):
+        return default_metric(resolve_task(prepared.entry.options))
+    return ner.DEFAULT_BEST_METRIC
+
+
+def evaluate_all(multitask: MultitaskTask, tasks: list[PreparedTask],
+                 run_config: training.RunConfig, strategy, checkpoint: str | None
+                 ) -> dict[str, float]:
+    """Every task's dev figures for a multi-task checkpoint, as `<task>_<key>`, and `mean`: the
+    mean of the tasks' main metrics (`main_metric`)."""
+    prefixes = write_task_checkpoints(multitask, run_config, checkpoint)
+    results: dict[str, float] = {}
+    for task in tasks:
+        name = task.entry.name
+        figures = _run_task(task.entry, run_config, strategy, train=False, do_eval=True,
+                            do_predict=False, init_checkpoint=prefixes[name],
+                            output_dir=task_dir(run_config.output_dir, name),
+                            export_dir=None)["eval"]
+        results.update({f"{name}_{key}": value for key, value in figures.items()})
+    results["mean"] = float(np.mean([results[f"{task.entry.name}_{main_metric(task)}"]
+                                     for task in tasks]))
+    return results
 
 
 def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
@@ -323,20 +350,29 @@ def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
         run_config = finetuning.epochs_run_config(run_config, shared,
                                                   sum(task.num_examples for task in tasks))
         chosen = _schedule(tasks, options, run_config)
+        evaluator = best_checkpoint.from_options(
+            shared, run_config.output_dir,
+            lambda path: evaluate_all(multitask, tasks, run_config, strategy, path),
+            sum(task.num_examples for task in tasks) // run_config.train_batch_size, "mean",
+            None, training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(
             multitask, run_config,
-            mixed_input_fn(tasks, multitask.names, multitask.label_specs, chosen), strategy)
+            mixed_input_fn(tasks, multitask.names, multitask.label_specs, chosen), strategy,
+            evaluator)
     if not tf.train.latest_checkpoint(run_config.output_dir):
         raise UserError(f"no multi-task checkpoint in {run_config.output_dir}: train first "
                         "(--do_train)")
-    prefixes = write_task_checkpoints(multitask, run_config)
-    step = int(tf.train.latest_checkpoint(run_config.output_dir).rsplit("-", 1)[1])
+    checkpoint = (best_checkpoint.prediction_checkpoint(run_config.output_dir, shared.predict_from)
+                  or tf.train.latest_checkpoint(run_config.output_dir))
+    prefixes = write_task_checkpoints(multitask, run_config, checkpoint)
+    step = int(checkpoint.rsplit("-", 1)[1])
     for entry in entries:
         directory = task_dir(run_config.output_dir, entry.name)
         export = (os.path.join(options.export_dir, entry.name)
                   if options.export_dir and not options.refine else None)
         if options.do_eval or shared.do_predict or export:
-            results = _run_task(entry, options, run_config, strategy, train=False,
+            results = _run_task(entry, run_config, strategy, train=False,
+                                do_eval=options.do_eval, do_predict=shared.do_predict,
                                 init_checkpoint=prefixes[entry.name], output_dir=directory,
                                 export_dir=export)
             out["tasks"][entry.name] = results
@@ -346,8 +382,8 @@ def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
                     {**results["eval"], "global_step": step})
         if options.refine:
             results = _run_task(
-                entry, options, run_config, strategy, train=True,
-                init_checkpoint=prefixes[entry.name],
+                entry, run_config, strategy, train=True, do_eval=options.do_eval,
+                do_predict=shared.do_predict, init_checkpoint=prefixes[entry.name],
                 output_dir=os.path.join(directory, REFINED_DIR),
                 export_dir=os.path.join(options.export_dir, entry.name) if options.export_dir
                 else None)

@@ -37,6 +37,8 @@ _TASK_KEYS = {
             "test_file", "window_overlap", "crf", "lstm_size", "crf_learning_rate", "decode"},
 }
 _PATH_KEYS = ("data_dir", "task_spec")
+_SELECTION_FIELDS = {"eval_every_n_steps", "eval_every_epoch", "best_metric",
+                     "early_stopping_patience", "predict_from"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -97,8 +99,10 @@ def _entry(raw: Any, number: int, path: str, base: str, shared: FinetuningOption
     for key in _PATH_KEYS:
         if isinstance(values.get(key), str):
             values[key] = os.path.join(base, values[key])
+    # Evaluation during training and the best checkpoint are the mix's (see run.py), not a task's.
     common = {field.name: getattr(shared, field.name)
-              for field in dataclasses.fields(FinetuningOptions)}
+              for field in dataclasses.fields(FinetuningOptions)
+              if field.name not in _SELECTION_FIELDS}
     if kind == "ner":
         return TaskEntry(name, kind, float(weight), NerOptions(**common, **values))
     spec = values.pop("task_spec", None)
