@@ -83,14 +83,10 @@ class CheckpointReport:
     unused: list[str] = dataclasses.field(default_factory=list)  # checkpoint weights the model lacks
     mismatched: list[str] = dataclasses.field(default_factory=list)  # head weights of another shape
     ignored: int = 0  # optimizer slots and step counters
-    heads: dict[str, str] = dataclasses.field(default_factory=dict)  # head → `head_status`
 
     def __str__(self) -> str:
         lines = [f"{KIND_WORDS[self.kind]} {self.path}: loaded {len(self.loaded)} weights, "
                  f"ignored {self.ignored} optimizer/step entries"]
-        if self.heads:
-            lines.append("  heads: " + "; ".join(f"{head} {status}"
-                                                 for head, status in self.heads.items()))
         sections = (("model weights NOT in the checkpoint (left as initialised)", self.missing),
                     ("head weights of another shape (left as initialised)", self.mismatched),
                     ("checkpoint weights with no place in this model (not used)", self.unused))
@@ -184,9 +180,8 @@ def init_from_checkpoint(model, path: str | os.PathLike) -> CheckpointReport:
     else:
         arrays, ignored = read_arrays(kind, location)
         report = _load_arrays(model, arrays, CheckpointReport(location, kind, ignored=ignored))
-    report.heads = {head: head_status(head, report) for head in _HEAD_NAMES
-                    if getattr(model, head, None) is not None}
     logging.info("%s", report)
+    logging.info("%s: %s", location, heads_summary(model, report))
     if report.missing or report.mismatched:
         logging.warning("%s: %d model weights were NOT loaded and keep their initial values: %s",
                         location, len(report.missing) + len(report.mismatched),
@@ -194,20 +189,23 @@ def init_from_checkpoint(model, path: str | os.PathLike) -> CheckpointReport:
     return report
 
 
-def head_status(head: str, report: CheckpointReport) -> str:
-    """Whether a head of model/heads.py ("masked_lm", "next_sentence", ...) came from the
-    checkpoint: "restored from the checkpoint", "initialised (not in the checkpoint)", or
-    "initialised (another shape in the checkpoint)"; "partly restored" when only some of its
-    weights were there."""
-    names = set(_HEAD_NAMES[head])
-    loaded = names & set(report.loaded)
-    if loaded == names:
-        return "restored from the checkpoint"
-    if loaded:
-        return f"partly restored ({len(loaded)} of {len(names)} weights; the others initialised)"
-    if any(entry.split(" ")[0] in names for entry in report.mismatched):
-        return "initialised (another shape in the checkpoint)"
-    return "initialised (not in the checkpoint)"
+def heads_summary(model, report: CheckpointReport) -> str:
+    """Which heads the checkpoint holds, and which of the model's were loaded or newly
+    initialised: "heads found: classifier; loaded: classifier; newly initialised: none"."""
+    names_of = {head: set(names) for head, names in _HEAD_NAMES.items()}
+    in_checkpoint = set(report.loaded) | set(report.unused) | {
+        entry.split(" ")[0] for entry in report.mismatched}
+    found = [head for head, names in names_of.items() if names & in_checkpoint
+             # bert_tf checkpoints name what the model does not use by object path
+             or any(f"/{head}/" in f"/{name}" for name in report.unused)]
+    if "classifier" in found and "token_classifier" in found:  # one set of TF1 names, two heads
+        found.remove("token_classifier" if getattr(model, "token_classifier", None) is None
+                     else "classifier")
+    model_heads = [head for head in _HEAD_NAMES if getattr(model, head, None) is not None]
+    loaded = [head for head in model_heads if names_of[head] <= set(report.loaded)]
+    new = [head for head in model_heads if head not in loaded]
+    return (f"heads found: {', '.join(found) or 'none'}; loaded: {', '.join(loaded) or 'none'}; "
+            f"newly initialised: {', '.join(new) or 'none'}")
 
 
 def _check_hf_activation(hidden_act: str, directory: str) -> None:

@@ -258,15 +258,15 @@ def test_refine_fine_tunes_each_task_from_the_shared_model(run, tmp_path, monkey
 
     def recorded(model, path):
         report = original(model, path)
-        loads.append((os.fspath(path), report.heads))
+        loads.append((os.fspath(path), checkpoints.heads_summary(model, report)))
         return report
 
     monkeypatch.setattr(checkpoints, "init_from_checkpoint", recorded)
     results = run_multitask(options, run["run_config"].replace(output_dir=str(refined)))
     assert (f"{refined}/sst/multitask/model.ckpt",
-            {"classifier": "restored from the checkpoint"}) in loads
-    assert (f"{refined}/ner/multitask/model.ckpt",
-            {"token_classifier": "restored from the checkpoint"}) in loads
+            "heads found: classifier; loaded: classifier; newly initialised: none") in loads
+    assert (f"{refined}/ner/multitask/model.ckpt", "heads found: token_classifier; loaded: "
+            "token_classifier; newly initialised: none") in loads
     for name in ("sst", "ner"):
         figures = _results(refined / f"eval_results_{name}_refined.txt")
         assert figures["global_step"] == results["refined"][name]["train"]["global_step"] > 0
