@@ -88,8 +88,8 @@ def define_finetuning_flags(*, with_eval: bool = True,
                             flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """What to run and for how long, defaults as the original's: --do_train, --do_eval,
     --do_predict, --train_batch_size, --eval_batch_size, --predict_batch_size, --learning_rate,
-    --num_train_epochs, --warmup_proportion, --layerwise_lr_decay (without `with_eval` no --do_eval and
-    --eval_batch_size, as the original run_squad.py)."""
+    --num_train_epochs, --warmup_proportion, and the new --layerwise_lr_decay (without
+    `with_eval` no --do_eval and --eval_batch_size, as the original run_squad.py)."""
     boolean = functools.partial(flags.DEFINE_bool, flag_values=flag_values)
     integer = functools.partial(flags.DEFINE_integer, flag_values=flag_values)
     number = functools.partial(flags.DEFINE_float, flag_values=flag_values)
