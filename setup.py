@@ -22,10 +22,12 @@ SCRIPTS = {
     "bert-run-classifier": "run_classifier",
     "bert-run-squad": "run_squad",
     "bert-run-ner": "run_ner",
+    "bert-distill": "run_distillation",
     "bert-extract-features": "extract_features",
     "bert-build-vocab": "build_vocab",
     "bert-extend-vocab": "extend_vocab",
     "bert-predict": "predict",
+    "bert-export-hf": "export_hf",
 }
 # Only scripts that exist are installed, so a checkout mid-way through the project still installs.
 SCRIPTS = {cmd: mod for cmd, mod in SCRIPTS.items()
