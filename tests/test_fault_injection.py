@@ -292,11 +292,11 @@ def test_lock_of_a_dead_run_is_taken_over(tmp_path, caplog):
 
 
 def test_temporaries_of_dead_runs_are_deleted_at_start(tmp_path):
-    dead = ["ckpt-4_temp/", ".export.tmp-0123456789abcdef0123456789abcdef/",  # export/ is in place "eval_results.txt.tmp-4242",
-            "config.json.tmp4242", "eval.tf_record.tmp-4242.npz", "train.tf_record.json.tmp-77",
-            ".tmp-bert_model.ckpt-89abcdef/"]
+    dead = ["ckpt-4_temp/", ".export.tmp-12-0123abcd/", ".export.old-12-0123abcd/",  # export/ is in place
+            ".eval_results.txt.tmp-4242-89abcdef", ".train.tf_record.json.tmp-77-0000ffff",
+            ".serving.tmp-5-fedcba98/"]  # being written when its run died
     kept = ["ckpt-4.index", "train.tf_record", "eval_results.txt", "notes.tmp", "export/",
-            ".serving.tmp-fedcba9876543210fedcba9876543210/"]  # serving/ missing: maybe its only copy
+            ".serving.old-5-fedcba98/", ".x.tmp-1-nothex00"]  # serving/ missing: maybe its only copy
     for name in dead + kept:
         if name.endswith("/"):
             os.makedirs(tmp_path / name / "sub")

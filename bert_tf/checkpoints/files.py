@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from typing import Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import UserError
 
@@ -101,9 +100,9 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
                          files: Mapping[str, str] | None = None) -> None:
     """Writes a TF1 name-based checkpoint (exactly `arrays`' names) and text files, atomically.
 
-    Everything is written to a temporary directory first. A new output directory is then renamed
-    into place whole; an existing one receives the files by rename, data before index, so a
-    reader never finds an index without its data.
+    Everything is written to a temporary directory first (`filesystem.atomic_files`), then
+    renamed into the output directory, data before index, so a reader never finds an index
+    without its data.
 
     Args:
       arrays: TF1 name → value.
@@ -113,25 +112,13 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
     """
     directory, base = os.path.split(os.fspath(prefix))
     directory, files = directory or ".", files or {}
-    new_directory = not tf.io.gfile.isdir(directory)
-    parent = os.path.dirname(directory.rstrip("/")) if new_directory else directory
-    if parent:
-        tf.io.gfile.makedirs(parent)
-    tmp = os.path.join(parent, f".tmp-{base}-{uuid.uuid4().hex[:8]}")
     names = sorted(arrays)
-    with full_disk.named_when_full(os.fspath(prefix), lambda: full_disk.remove_if_exists(tmp)):
-        tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
+    with filesystem.atomic_files(directory, order=lambda n: (n.endswith(".index"), n in files),
+                                 output=os.fspath(prefix)) as tmp:
+        tf.raw_ops.SaveV2(prefix=filesystem.join(tmp, base), tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
         for name, text in files.items():
-            mode = "wb" if isinstance(text, bytes) else "w"
-            with tf.io.gfile.GFile(os.path.join(tmp, name), mode) as f:
-                f.write(text)
-    if new_directory:
-        tf.io.gfile.rename(tmp, directory)
-        return
-    for name in sorted(tf.io.gfile.listdir(tmp), key=lambda n: (n.endswith(".index"), n in files)):
-        tf.io.gfile.rename(os.path.join(tmp, name), os.path.join(directory, name), overwrite=True)
-    tf.io.gfile.rmtree(tmp)
+            filesystem.write_atomically(filesystem.join(tmp, name), text)
 
 
 class ObjectCheckpoint:

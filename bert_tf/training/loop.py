@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk, optimization
+from bert_tf import filesystem, full_disk, optimization
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribution, preemption, steps as training_steps
@@ -234,8 +234,8 @@ def _write_bert_config(model: keras.Model, output_dir: str) -> None:
     """output_dir/bert_config.json, atomically, local or gs:// (so the run is a whole model)."""
     config = getattr(model, "config", None)
     if isinstance(config, BertConfig):
-        full_disk.write_text_atomically(os.path.join(output_dir, "bert_config.json"),
-                                        config.to_json_string())
+        filesystem.write_atomically(os.path.join(output_dir, "bert_config.json"),
+                                    config.to_json_string())
 
 
 def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:
@@ -251,7 +251,7 @@ def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
     prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
 
     def remove_partial() -> None:
-        full_disk.remove_if_exists(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+        filesystem.delete_any(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
 
     with full_disk.named_when_full(prefix, remove_partial):
         path = manager.save(checkpoint_number=step)

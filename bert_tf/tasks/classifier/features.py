@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.records import datasets, file_checks
 from bert_tf.records import features as record_schemas
@@ -190,7 +190,7 @@ class FeatureCache:
         log_examples(examples, packed, self.tokenizer)
         os.makedirs(self.output_dir, exist_ok=True)
         written = record_schemas.write_records(path, packed, self.schema)
-        full_disk.write_text_atomically(meta_path, json.dumps(
+        filesystem.write_atomically(meta_path, json.dumps(
             {"fingerprint": key, "num_examples": len(examples), "split": split,
              "task": self.task.name, "max_seq_length": self.max_seq_length,
              "files": {os.path.basename(path): written}}, indent=1))

@@ -399,8 +399,6 @@ def write_predictions(source_path: str, output_path: str, data_format: str,
         lines.append(line.text + ("\t" if "\t" in line.text else " ") + tag + "\n")
     if next(flat, None) is not None:
         raise UserError(f"{source_path}: fewer words than predictions")
-    tmp = f"{output_path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8", newline="") as out:
+    with filesystem.atomic_output(output_path) as out:
         out.writelines(lines)
-    os.replace(tmp, output_path)
     return sum(len(tags) for tags in predicted_tags)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import random
@@ -104,8 +105,7 @@ def write_records(path: str, chunks: Iterable[squad_features.SquadFeatures], is_
     schema = record_schemas.squad_schema(max_seq_length, is_training)
     kept, rows = [], 0
     summary = file_checks.Summary()
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "wb") as f:
+    with filesystem.atomic_output(path) as f:
         for chunk in chunks:
             data, offsets = schema.encode_batch(_record_values(chunk, rows, is_training))
             framed = tfrecord.frame_records(data, offsets)[0]
@@ -114,18 +114,17 @@ def write_records(path: str, chunks: Iterable[squad_features.SquadFeatures], is_
             rows += len(chunk)
             if not is_training:
                 kept.append(chunk)
-    os.replace(tmp, path)
     return kept, summary.as_dict()
 
 
 def _save_metadata(path: str, features: squad_features.SquadFeatures) -> dict:
     """Writes the `.npz` sidecar atomically; returns its `file_checks` summary."""
-    tmp = f"{path}.tmp-{os.getpid()}.npz"
-    with filesystem.writing(tmp):
-        np.savez_compressed(tmp, **features.columns())
-    written = file_checks.summarize_file(tmp, len(features))
-    os.replace(tmp, path)
-    return written
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **features.columns())
+    filesystem.write_atomically(path, buffer.getvalue())
+    summary = file_checks.Summary()
+    summary.update(buffer.getvalue(), len(features))
+    return summary.as_dict()
 
 
 def load_metadata(cached: CachedRecords) -> squad_features.SquadFeatures:
