@@ -545,9 +545,13 @@ class _TensorFlowGfile:
 
     @staticmethod
     def delete_files(paths: list[str]) -> None:
-        gfile = _gfile()
+        import tensorflow as tf
+
         for path in paths:
-            (gfile.rmtree if gfile.isdir(path) else gfile.remove)(path)
+            # ram:// may list a directory before the files under it, or report a prefix of
+            # deleted files as a directory: what is gone already is no error.
+            with contextlib.suppress(tf.errors.NotFoundError):
+                (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
 
 
 class _BytesOnlyWriter:

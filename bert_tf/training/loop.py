@@ -62,8 +62,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.output_dir:
             raise UserError("RunConfig.output_dir is required (--output_dir).")
-        if "://" not in self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(
-                self.output_dir):
+        if filesystem.exists(self.output_dir) and not filesystem.isdir(self.output_dir):
             raise UserError(f"--output_dir={self.output_dir} is an existing file, not a "
                             "directory: give a directory (created if missing)")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",

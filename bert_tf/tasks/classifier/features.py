@@ -91,7 +91,7 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
 
 def _sha256_file(path: str, digest=None):
     digest = digest or hashlib.sha256()
-    with open(path, "rb") as f:
+    with filesystem.open_read(path) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest
@@ -188,7 +188,7 @@ class FeatureCache:
             examples = read_examples(self.task, self.data_dir, split)
         packed = convert_examples(examples, self.task, self.max_seq_length, self.tokenizer)
         log_examples(examples, packed, self.tokenizer)
-        os.makedirs(self.output_dir, exist_ok=True)
+        filesystem.makedirs(self.output_dir)
         written = record_schemas.write_records(path, packed, self.schema)
         filesystem.write_atomically(meta_path, json.dumps(
             {"fingerprint": key, "num_examples": len(examples), "split": split,

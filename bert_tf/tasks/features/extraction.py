@@ -20,7 +20,6 @@ import concurrent.futures
 import dataclasses
 import itertools
 import json
-import os
 import re
 import time
 from typing import Iterable, Iterator, Sequence

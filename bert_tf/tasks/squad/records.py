@@ -75,7 +75,7 @@ def fingerprint(input_file: str, tokenizer_files: Sequence[str], settings: Featu
         **{k: v for k, v in dataclasses.asdict(settings).items()
            if k != "chinese_conversion" or v != "none"}}, sort_keys=True).encode())
     for path in (input_file, *tokenizer_files):
-        with open(path, "rb") as f:
+        with filesystem.open_read(path) as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
@@ -157,7 +157,7 @@ def cached_records(input_file: str, output_dir: str, is_training: bool, tokenize
     chunks = squad_features.iter_features(examples, tokenizer, settings.max_seq_length,
                                           settings.doc_stride, settings.max_query_length,
                                           is_training, stats)
-    os.makedirs(output_dir, exist_ok=True)
+    filesystem.makedirs(output_dir)
     kept, written = write_records(path, chunks, is_training, settings.max_seq_length)
     files = {os.path.basename(path): written}
     cached = CachedRecords(path, len(examples), stats.features,
