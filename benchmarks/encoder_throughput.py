@@ -111,7 +111,7 @@ def run_one(tf, name: str, dtype: str, xla: bool, peak: float | None) -> dict:
     import numpy as np
 
     from bert_tf.model.config import BertConfig
-    from bert_tf.modeling import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
 
     sizes = CONFIGS[name]
     config = BertConfig(vocab_size=30522, type_vocab_size=2, **sizes)

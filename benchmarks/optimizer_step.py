@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import optimization
+from bert_tf.training import optimizers
 
 HIDDEN, INTERMEDIATE, LAYERS, VOCAB, POSITIONS = 768, 3072, 12, 30522, 512
 
@@ -49,7 +49,7 @@ def time_updates(optimizer_type: str, jit_compile: bool, fuse_update: bool, step
     variables = [keras.Variable(rng.standard_normal(s, np.float32) * 0.02, name=n)
                  for n, s in shapes.items()]
     grads = [tf.constant(rng.standard_normal(s, np.float32) * 1e-3) for s in shapes.values()]
-    optimizer = optimization.create_optimizer(1e-4, 1000, 100, optimizer_type=optimizer_type,
+    optimizer = optimizers.build_optimizer(1e-4, 1000, 100, optimizer_type=optimizer_type,
                                               fuse_update=fuse_update)
     optimizer.build(variables)
 

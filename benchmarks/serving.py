@@ -179,7 +179,7 @@ def main(argv):
     from bert_tf.model import models
     from bert_tf.serving.saved_model import in_graph_tokenizer
     from bert_tf.tasks.classifier.export import export_classifier
-    from bert_tf.tokenization import FullTokenizer
+    from bert_tf.text.tokenizers import FullTokenizer
 
     print(json.dumps({"tensorflow": tf.__version__, "cpus": os.cpu_count(),
                       "units": "examples/s; tokenize_share = tokenize_pack time / model time"}))

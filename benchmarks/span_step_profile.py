@@ -31,7 +31,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from bert_tf import optimization, tokenization
+from bert_tf.training import optimizers
+from bert_tf.text import tokenizers
 from bert_tf.checkpoints import hf_weights
 from bert_tf.tasks.squad import examples as squad, features as squad_features
 from bert_tf.tasks.squad import task as squad_task
@@ -46,7 +47,7 @@ def demo_windows(max_seq_length: int) -> squad_features.SquadFeatures:
     """The training windows of the bundled SQuAD set, its questions shuffled (fixed seed)."""
     examples, _ = squad.read_squad_examples(DEMO_FILE, True, False)
     np.random.default_rng(12345).shuffle(examples)
-    tokenizer = tokenization.FullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), True)
+    tokenizer = tokenizers.FullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), True)
     chunks = squad_features.iter_features(examples, tokenizer, max_seq_length, 128, 64, True)
     return squad_features.SquadFeatures.concatenate(list(chunks), max_seq_length)
 
@@ -97,7 +98,7 @@ def main() -> None:
     feeds = batches(windows, args.batch_size, args.steps + 1)
     task = squad_task.SpanTask(hf_weights.bert_config_from_hf(MODEL_DIR))
     model = task.build_model()
-    optimizer = optimization.create_optimizer(5e-5, 100, 10)
+    optimizer = optimizers.build_optimizer(5e-5, 100, 10)
     step = training_steps.make_train_step(task, model, optimizer, accumulation_steps=1,
                                           loss_scale=False, jit_compile=False)
     step(feeds[0])  # tracing and the first run

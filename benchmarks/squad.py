@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from bert_tf import tokenization
+from bert_tf.text import tokenizers
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.squad import features as squad_features, records as squad_records
 from bert_tf.tasks.squad import task as squad_task
@@ -79,7 +79,7 @@ def feature_speed(args: argparse.Namespace, work_dir: str) -> list[dict]:
     path = os.path.join(work_dir, "squad.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(synthetic_squad(args.questions), f)
-    tokenizer = tokenization.FullTokenizer(args.vocab_file, do_lower_case=True)
+    tokenizer = tokenizers.FullTokenizer(args.vocab_file, do_lower_case=True)
     settings = squad_records.FeatureSettings(args.max_seq_length, args.doc_stride,
                                              args.max_query_length)
     lines = []

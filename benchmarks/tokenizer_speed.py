@@ -47,7 +47,7 @@ from typing import Callable, Sequence
 
 from bert_tf.text import sample_text, testing_text
 from bert_tf.text.fast_basic import split_words
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 
 
 def _default_vocab() -> str | None:

@@ -158,7 +158,7 @@ def _original_infer(args, name: str) -> float:
 
 def _bert_tf_infer(args, name: str) -> float:
     import tensorflow as tf  # noqa: PLC0415
-    from bert_tf.modeling import BertEncoder  # noqa: PLC0415
+    from bert_tf.model.encoder import BertEncoder  # noqa: PLC0415
     batch = {k: tf.constant(v) for k, v in _inference_batch(args).items()}
     encoder = BertEncoder(_config(name))
 

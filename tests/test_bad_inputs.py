@@ -20,7 +20,7 @@ import pytest
 
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.model.config import BertConfig
-from bert_tf.modeling import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from pretraining_records import TINY_CONFIG

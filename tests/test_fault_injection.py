@@ -26,7 +26,7 @@ from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from bert_tf.tasks.squad import records as squad_records
 from bert_tf.text.sample_text import generate_corpus
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import tokenization
+from bert_tf.text import tokenizers
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
@@ -46,7 +46,7 @@ def _data_config(tmp_path, **changes):
 def test_repeated_tokens_are_refused_with_their_lines(tmp_path):
     path = _vocab(tmp_path, ["[PAD]", "[UNK]", "the", "cat", "the", "dog", "cat"])
     with pytest.raises(UserError, match=r"vocab.txt: 2 repeated tokens, e\.g\. 'the' on lines 3 and 5"):
-        tokenization.load_vocab(path)
+        tokenizers.load_vocab(path)
     with pytest.raises(UserError, match="repeated tokens"):
         pretraining_pipeline.plan_run(_data_config(tmp_path, vocab_file=path))
 
@@ -62,12 +62,12 @@ def test_vocabulary_without_a_needed_token_is_refused(tmp_path, missing, where):
         elif where == "fine-tuning":
             finetuning.FinetuningOptions(vocab_file=path).create_tokenizer()
         else:
-            tokenization.FullTokenizer(path)
+            tokenizers.FullTokenizer(path)
 
 
 def test_vocabulary_larger_than_the_config_is_refused(tmp_path):
     options = finetuning.FinetuningOptions(vocab_file=GLUE_VOCAB)
-    size = len(tokenization.load_vocab(GLUE_VOCAB))
+    size = len(tokenizers.load_vocab(GLUE_VOCAB))
     options.create_tokenizer(bert_config=BertConfig(vocab_size=size))
     with pytest.raises(UserError, match=rf"{GLUE_VOCAB}: {size} tokens, but the model's config has "
                                         rf"vocab_size {size - 1}: ids from {size - 1} on"):
@@ -88,13 +88,13 @@ def test_utf16_and_utf32_text_is_refused_naming_the_file(tmp_path, encoding, nam
     vocab = tmp_path / "vocab16.txt"
     vocab.write_bytes("[PAD]\n[UNK]\n".encode(encoding))
     with pytest.raises(UserError, match=f"--vocab_file: {vocab}: the text is {named}"):
-        tokenization.load_vocab(str(vocab))
+        tokenizers.load_vocab(str(vocab))
 
 
 # --------------------------------------------------------------------------- fidelity
 @pytest.fixture(scope="module")
 def tokenizer():
-    return tokenization.FullTokenizer(GLUE_VOCAB)
+    return tokenizers.FullTokenizer(GLUE_VOCAB)
 
 
 @pytest.mark.parametrize("empty", ["", "\u200b", " \u00ad "])

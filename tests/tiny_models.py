@@ -9,7 +9,7 @@ import sys
 from typing import Iterable
 
 from bert_tf.model.config import BertConfig
-from bert_tf.tokenization import BasicTokenizer
+from bert_tf.text.tokenizers import BasicTokenizer
 from pretraining_records import TINY_CONFIG
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,7 +72,7 @@ def write_random_encoder(directory: str | os.PathLike, vocab: list[str], **confi
     import numpy as np
 
     from bert_tf.checkpoints import name_map as checkpoints
-    from bert_tf.modeling import BertEncoder
+    from bert_tf.model.encoder import BertEncoder
 
     directory = os.fspath(directory)
     with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:

@@ -38,7 +38,7 @@ from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.albert.modeling import AlbertEncoder
 from bert_tf.model.tf1_names import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAMES, bert_encoder_names
 from bert_tf.model.tf1_names import attribute as _attribute
-from bert_tf.modeling import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 
 _HEAD_NAMES = {  # model attribute (model/heads.py) → {original TF1 name: attribute path on the head}
     "masked_lm": {"cls/predictions/transform/dense/kernel": "transform.kernel",

@@ -29,7 +29,8 @@ import numpy as np
 import sentencepiece
 from absl import logging
 
-from bert_tf import filesystem, tokenization
+from bert_tf import filesystem
+from bert_tf.text import tokenizers
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
                                        write_tf1_checkpoint)
@@ -54,10 +55,10 @@ class VocabExtension:
 
 
 def read_vocab_lines(vocab_file: str | os.PathLike) -> list[str]:
-    """vocab.txt as a list (id = index), decoded and stripped as tokenization.load_vocab does."""
+    """vocab.txt as a list (id = index), decoded and stripped as tokenizers.load_vocab does."""
     try:
         with filesystem.open_read(os.fspath(vocab_file)) as f:
-            lines = [tokenization.convert_to_unicode(raw).strip() for raw in f]
+            lines = [tokenizers.convert_to_unicode(raw).strip() for raw in f]
     except FileNotFoundError:
         raise MissingFileError(
             f"{vocab_file}: vocabulary file not found (check --vocab_file)") from None
@@ -74,7 +75,7 @@ def check_new_tokens(tokens: list[str], vocab: list[str],
     do_lower_case) can never be produced whole from text: that is an error, not a silent no-op.
     A `##piece` continuation is checked without its `##`.
     """
-    basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    basic = tokenizers.BasicTokenizer(do_lower_case=do_lower_case)
     known, new, present = set(vocab), [], []
     for token in dict.fromkeys(tokens):  # keeps the order, drops repeats
         word = token[2:] if token.startswith("##") else token
@@ -169,7 +170,7 @@ def extend_vocabulary(init_checkpoint: str, vocab_file: str | None, config: Bert
         raise UserError(f"{spm_model_file}: a SentencePiece model has no [unusedN] pieces; "
                         f"use --mode=append to grow the vocabulary")
     source = spm_model_file or vocab_file
-    vocab = (list(tokenization.SentencePieceTokenizer(spm_model_file).vocab) if spm_model_file
+    vocab = (list(tokenizers.SentencePieceTokenizer(spm_model_file).vocab) if spm_model_file
              else read_vocab_lines(vocab_file))
     if len(vocab) > config.vocab_size or (mode == "append" and len(vocab) != config.vocab_size):
         raise UserError(f"{source} has {len(vocab)} tokens but vocab_size is {config.vocab_size}: "

@@ -3,7 +3,7 @@
 Code written against the original (`modeling.BertModel(config=..., is_training=...,
 input_ids=...)`, `get_pooled_output()`, `get_assignment_map_from_checkpoint` then
 `init_from_checkpoint`) runs eagerly, inside `tf.function` and inside a Keras functional model.
-`BertModel` computes nothing of its own: it runs a `BertEncoder` (bert_tf.modeling) built with
+`BertModel` computes nothing of its own: it runs a `BertEncoder` (bert_tf.model.encoder) built with
 `compute_padding=True`, which computes every position, padding included, so every output is the
 original's.
 
@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from bert_tf.model import config as config_lib
 from bert_tf.model.tf1_names import attribute, bert_encoder_names
-from bert_tf.modeling import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Shapes, masks, initializers, dropout and LayerNorm, and the two embedding functions. The TF1
 functions that created variables (`layer_norm`, `embedding_lookup`, `embedding_postprocessor`)
 create fresh ones at every call here, as each call did in a new variable scope; a model that
-trains them keeps them in layers instead (bert_tf.modeling's `LayerNorm`, `BertEmbeddings`).
+trains them keeps them in layers instead (`bert_tf.model.encoder`'s `LayerNorm`, `BertEmbeddings`).
 `attention_layer` and `transformer_model` are not here: the Transformer is `BertEncoder`'s
 (and `BertModel`'s), the one implementation.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf.modeling import LayerNorm
+from bert_tf.model.encoder import LayerNorm
 
 
 def get_shape_list(tensor, expected_rank: int | list[int] | None = None,

@@ -25,7 +25,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model.config import BertConfig
-from bert_tf.modeling import Dense, LayerNorm, get_activation
+from bert_tf.model.encoder import Dense, LayerNorm, get_activation
 
 # The original's classifier and SQuAD heads use this stddev and dropout whatever the config says.
 FINE_TUNING_INITIALIZER_RANGE = 0.02

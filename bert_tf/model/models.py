@@ -12,7 +12,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf import modeling
+from bert_tf.model.encoder import keep_padding
 from bert_tf.model import heads
 from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.config import BertConfig
@@ -90,7 +90,7 @@ class SpanModel(_EncoderModel):
         # The original's span loss is a softmax over every position, padding included, so the
         # padding positions are computed as the original computes them (attention still stops
         # at the longest window: the keys past it weigh exactly 0).
-        with modeling.keep_padding(static_shapes=False):
+        with keep_padding(static_shapes=False):
             sequence = self.encoder(features, training=training)["sequence_output"]
         start_logits, end_logits = self.span(sequence)
         return {"start_logits": start_logits, "end_logits": end_logits}

@@ -6,7 +6,8 @@ from typing import Mapping
 
 import tensorflow as tf
 
-from bert_tf import filesystem, tokenization
+from bert_tf import filesystem
+from bert_tf.text import tokenizers
 from bert_tf.errors import UserError
 
 SIGNATURE_KEY = "serving_default"  # the raw-text signature
@@ -56,7 +57,7 @@ def in_graph_tokenizer(vocab_file: str | None, spm_model_file: str | None, do_lo
     if not vocab_file:
         raise UserError("a raw-text export needs the tokenizer: give --vocab_file or --spm_model_file")
     from bert_tf.serving.text import InGraphWordpiece
-    tokenizer = InGraphWordpiece(tokenization.load_vocab(vocab_file), do_lower_case)
+    tokenizer = InGraphWordpiece(tokenizers.load_vocab(vocab_file), do_lower_case)
     missing = [name for name in ("[CLS]", "[SEP]") if name not in tokenizer.special_ids]
     if missing:
         raise UserError(f"{vocab_file}: the vocabulary has no {', '.join(missing)} token; "

@@ -3,7 +3,7 @@
 `FullTokenizer` (the original's `BasicTokenizer` + `WordpieceTokenizer`) works character by
 character in Python. Here the same steps run on a batch of strings in the graph, in the same
 order, with character classes read from Python's own category table at export time (so the graph
-selects exactly the characters `tokenization.py` selects, whatever Unicode version the TensorFlow
+selects exactly the characters `text/tokenizers.py` selects, whatever Unicode version the TensorFlow
 build's RE2 or ICU carry):
 
 1. drop NUL, U+FFFD and control/format characters (Cc, Cf; not tab, newline, return);
@@ -35,7 +35,7 @@ import tensorflow_text as tf_text
 
 from bert_tf.text.fast_basic import (CJK_RANGES, _scanned_code_points, _selected_code_points,
                                      code_point_runs)
-from bert_tf.tokenization import MAX_CHARS_PER_WORD, UNK_TOKEN
+from bert_tf.text.tokenizers import MAX_CHARS_PER_WORD, UNK_TOKEN
 
 # A word of at most MAX_CHARS_PER_WORD characters holds at most 4 bytes per character in UTF-8.
 _MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD

@@ -1,6 +1,6 @@
 """Exact fast building blocks of the default WordPiece path: a forward-scanning greedy matcher
 and a bounded memo. Neither changes results; `tests/text/test_tokenization.py` checks both against the
-reference implementation in `bert_tf.tokenization`.
+reference implementation in `bert_tf.text.tokenizers`.
 """
 
 from __future__ import annotations

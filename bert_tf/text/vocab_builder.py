@@ -28,7 +28,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import sentencepiece
 from absl import logging
 
-from bert_tf import filesystem, tokenization
+from bert_tf import filesystem
+from bert_tf.text import tokenizers
 from bert_tf.errors import UserError
 from bert_tf.filesystem import expand_input_patterns
 from bert_tf.text import fast_basic
@@ -200,7 +201,7 @@ def learn_vocab(token_counts: collections.Counter, vocab_size: int, num_unused: 
     times first, in which case the list is shorter.
     """
     head = ["[PAD]"] + [f"[unused{i}]" for i in range(num_unused)] + list(SPECIAL_AFTER_UNUSED)
-    trainable = {t: c for t, c in token_counts.items() if len(t) <= tokenization.MAX_CHARS_PER_WORD}
+    trainable = {t: c for t, c in token_counts.items() if len(t) <= tokenizers.MAX_CHARS_PER_WORD}
     budget = vocab_size - len(head)
     alphabet = _alphabet(collections.Counter(trainable), int(budget * MAX_ALPHABET_SHARE))
     vocab = head + alphabet
@@ -217,7 +218,7 @@ def learn_vocab(token_counts: collections.Counter, vocab_size: int, num_unused: 
     return vocab
 
 
-def vocab_stats(tokenizer: tokenization.FullTokenizer, word_counts: collections.Counter) -> dict:
+def vocab_stats(tokenizer: tokenizers.FullTokenizer, word_counts: collections.Counter) -> dict:
     """[UNK] rate and coverage of `tokenizer` on the text `word_counts` came from.
 
     Each distinct word is tokenized once and weighted by its count, which equals tokenizing the
@@ -228,7 +229,7 @@ def vocab_stats(tokenizer: tokenization.FullTokenizer, word_counts: collections.
         pieces = tokenizer.tokenize(word)
         words += count
         tokens += count * len(pieces)
-        unk = pieces.count(tokenization.UNK_TOKEN)
+        unk = pieces.count(tokenizers.UNK_TOKEN)
         unknown += count * unk
         unknown_words += count * (unk > 0)
         whole += count * (len(pieces) == 1)
@@ -298,14 +299,14 @@ def build_vocab(config: VocabBuildConfig) -> dict:
                         "times any more); wrote a vocabulary of that size instead of %d.",
                         len(vocab), config.min_frequency, config.vocab_size)
     write_vocab(vocab, config.output_file)
-    tokenizer = tokenization.FullTokenizer(config.output_file, config.do_lower_case)
+    tokenizer = tokenizers.FullTokenizer(config.output_file, config.do_lower_case)
     stats = {"output_file": config.output_file, "input_files": len(files),
              **vocab_stats(tokenizer, word_counts)}
     if config.spm_model_prefix:
         model = train_sentencepiece(read_lines(files, convert), config.spm_model_prefix, config.vocab_size,
                                     config.do_lower_case, config.spm_character_coverage)
         stats["spm_model_file"] = model
-        stats["spm_vocab_size"] = len(tokenization.SentencePieceTokenizer(model).vocab)
+        stats["spm_vocab_size"] = len(tokenizers.SentencePieceTokenizer(model).vocab)
     return stats
 
 

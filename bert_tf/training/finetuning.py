@@ -20,7 +20,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import filesystem, tokenization
+from bert_tf import filesystem
+from bert_tf.text import tokenizers
 from bert_tf.checkpoints import model_config
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
@@ -76,7 +77,7 @@ class FinetuningOptions:
         return [path for path in (self.vocab_file, self.spm_model_file) if path]
 
     def create_tokenizer(self, init_checkpoint: str | None = None, bert_config: BertConfig | None = None
-                         ) -> tokenization.FullTokenizer | tokenization.SentencePieceTokenizer:
+                         ) -> tokenizers.FullTokenizer | tokenizers.SentencePieceTokenizer:
         """The run's tokenizer; warns, as the original does, when `do_lower_case` contradicts the
         casing that `init_checkpoint`'s name announces (`uncased_...` / `cased_...`).
 
@@ -86,14 +87,14 @@ class FinetuningOptions:
         """
         from bert_tf.text.chinese.conversion import with_conversion
 
-        tokenization.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
-        tokenizer = tokenization.create_tokenizer(vocab_file=self.vocab_file,
-                                                  spm_model_file=self.spm_model_file,
-                                                  do_lower_case=self.do_lower_case)
+        tokenizers.validate_case_matches_checkpoint(self.do_lower_case, init_checkpoint)
+        tokenizer = tokenizers.create_tokenizer(vocab_file=self.vocab_file,
+                                                spm_model_file=self.spm_model_file,
+                                                do_lower_case=self.do_lower_case)
         source = self.vocab_file or self.spm_model_file
-        tokenization.check_special_tokens(tokenizer.vocab, ["[CLS]", "[SEP]"], source, "fine-tuning")
+        tokenizers.check_special_tokens(tokenizer.vocab, ["[CLS]", "[SEP]"], source, "fine-tuning")
         if bert_config is not None:
-            tokenization.check_vocab_size(tokenizer.vocab, bert_config.vocab_size, source)
+            tokenizers.check_vocab_size(tokenizer.vocab, bert_config.vocab_size, source)
         return with_conversion(tokenizer, self.chinese_conversion)
 
     def load_bert_config(self, run_config: training.RunConfig) -> BertConfig:

@@ -24,7 +24,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import filesystem, full_disk, optimization
+from bert_tf import filesystem, full_disk
+from bert_tf.training import optimizers
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribution, preemption, steps as training_steps
@@ -72,8 +73,8 @@ class RunConfig:
                 raise UserError(f"--{name} must be at least 1, got {getattr(self, name)}")
         if self.num_train_steps < 0 or self.num_warmup_steps < 0:
             raise UserError("--num_train_steps and --num_warmup_steps must not be negative")
-        if self.optimizer not in optimization.OPTIMIZER_TYPES:
-            raise UserError(f"--optimizer must be one of {', '.join(optimization.OPTIMIZER_TYPES)}"
+        if self.optimizer not in optimizers.OPTIMIZER_TYPES:
+            raise UserError(f"--optimizer must be one of {', '.join(optimizers.OPTIMIZER_TYPES)}"
                              f", got {self.optimizer!r}")
         distribution.policy_name(self.dtype)  # validates --dtype
 
@@ -169,7 +170,7 @@ class _Run:
                        "rng": _seed_states(self.model)}
             self.optimizer = None
             if with_optimizer:
-                self.optimizer = optimization.create_optimizer(
+                self.optimizer = optimizers.build_optimizer(
                     config.learning_rate, config.num_train_steps, config.num_warmup_steps,
                     optimizer_type=config.optimizer, weight_decay_rate=config.weight_decay_rate,
                     clip_norm=config.clip_norm, loss_scale=config.dtype == "float16",

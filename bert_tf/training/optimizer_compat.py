@@ -16,8 +16,8 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from bert_tf.errors import UserError
-from bert_tf.optimization import (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay,
-                                  WarmupLinearSchedule)
+from bert_tf.training.optimizers import (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay,
+                                         WarmupLinearSchedule, build_optimizer)
 
 
 class AdamWeightDecayOptimizer(AdamWeightDecay):
@@ -97,3 +97,18 @@ def create_train_op(loss: Callable[[], tf.Tensor], init_lr: float, num_train_ste
         learning_rate=schedule, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
         exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY)
     return TrainOp(loss, optimizer, schedule, var_list)
+
+
+def create_optimizer(*args, **kwargs):
+    """Builds the optimizer; two call forms.
+
+    `create_optimizer(init_lr, num_train_steps, num_warmup_steps, ...)` returns the optimizer
+    (`training.optimizers.build_optimizer`, what the training loop uses). The original's call
+    `create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu)`, with `loss` a
+    function of no arguments, returns a `TrainOp` that runs one step per call (`create_train_op`
+    above; docs/migrating.md).
+    """
+    first = args[0] if args else kwargs.get("loss")
+    if callable(first) or tf.is_tensor(first):
+        return create_train_op(*args, **kwargs)
+    return build_optimizer(*args, **kwargs)

@@ -8,7 +8,7 @@ micro-batches), so the loss and its gradient do not depend on how the batch is s
 
 The normalizers come from the features only, so they are all-reduced before the forward pass;
 each replica then differentiates its own share, and the optimizer sums the shares (see
-`bert_tf.optimization`: one all-reduce, then global-norm clipping).
+`bert_tf.training.optimizers`: one all-reduce, then global-norm clipping).
 
 Variables the loss does not reach (e.g. the pooler under a span or tagging head) get no
 gradient: as in the original, they are left out of the update altogether (no Adam step, no weight
@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from bert_tf import modeling
+from bert_tf.model.encoder import keep_padding
 
 SUM = tf.distribute.ReduceOp.SUM
 # Figures reported at their last step's value rather than summed over a loop's steps.
@@ -91,7 +91,7 @@ def _forward(task, model, features, training: bool, static_shapes: bool):
     """task.forward; with `static_shapes` (XLA, TPU) the encoder keeps the padding positions."""
     if not static_shapes:
         return task.forward(model, features, training=training)
-    with modeling.keep_padding():
+    with keep_padding():
         return task.forward(model, features, training=training)
 
 

@@ -21,7 +21,7 @@ from bert_tf.model import models  # noqa: E402
 from bert_tf.model.albert.config import AlbertConfig  # noqa: E402
 from bert_tf.model.albert.modeling import AlbertEncoder  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
-from bert_tf.modeling import BertEncoder  # noqa: E402
+from bert_tf.model.encoder import BertEncoder  # noqa: E402
 
 TOLERANCE = 1e-4
 SHAPES = {"one_group": dict(num_hidden_groups=1, inner_group_num=1),

@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import name_map as checkpoints, hf_weights
 from bert_tf.checkpoints.files import CheckpointError, resolve_checkpoint, write_tf1_checkpoint
 from bert_tf.model import models
-from bert_tf.modeling import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 
 B, S = 7, 13
 

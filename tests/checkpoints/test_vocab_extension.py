@@ -14,7 +14,7 @@ from bert_tf.checkpoints.vocab_extension import extend_vocabulary
 from bert_tf.model import models
 from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import BertConfig
-from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
 from conftest import REPO
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]", "[unused2]",

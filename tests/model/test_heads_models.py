@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import modeling
+from bert_tf.model import encoder as encoder_lib
 from bert_tf.model import heads, models
 
 B, S, P = 7, 13, 3
@@ -106,7 +106,7 @@ def test_span_and_token_classifier_formulas(tiny_config):
     model = models.span_model(tiny_config)
     _randomise(model.span)
     features = _features(tiny_config)
-    with modeling.keep_padding():  # the span model computes every position, as the original
+    with encoder_lib.keep_padding():  # the span model computes every position, as the original
         sequence = model.encoder(features)["sequence_output"].numpy()
     w, b = model.span.output_weights.numpy(), model.span.output_bias.numpy()
     assert w.shape == (2, tiny_config.hidden_size)

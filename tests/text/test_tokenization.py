@@ -10,10 +10,10 @@ import unicodedata
 import pytest
 import sentencepiece
 
-from bert_tf import tokenization
+from bert_tf.text import tokenizers
 from bert_tf.text import fast_basic, testing_text
 from tiny_models import train_tiny_sentencepiece
-from bert_tf.tokenization import (FullTokenizer, SentencePieceTokenizer, create_tokenizer,
+from bert_tf.text.tokenizers import (FullTokenizer, SentencePieceTokenizer, create_tokenizer,
                                   validate_case_matches_checkpoint)
 
 # Enough pieces to show greedy longest-match-first, `##` continuations and [UNK].
@@ -76,9 +76,9 @@ BASIC_CASES = [
 
 @pytest.mark.parametrize("text,do_lower_case,expected", BASIC_CASES)
 def test_basic_tokenizer_cases(text, do_lower_case, expected):
-    assert tokenization.BasicTokenizer(do_lower_case).tokenize(text) == expected
+    assert tokenizers.BasicTokenizer(do_lower_case).tokenize(text) == expected
     words = fast_basic.split_words(text)
-    split_word = tokenization.BasicTokenizer(do_lower_case).split_word
+    split_word = tokenizers.BasicTokenizer(do_lower_case).split_word
     assert [t for w in words for t in split_word(w)] == expected
 
 
@@ -181,7 +181,7 @@ def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
     and seeded random lines (controls, punctuation, words of about 200 characters)."""
     pairs = [f"{chr(a)}x{chr(b)}" for a in range(128) for b in range(128)]
     lines = _random_ascii_lines(1000, seed=11)
-    basic = tokenization.BasicTokenizer(do_lower_case)
+    basic = tokenizers.BasicTokenizer(do_lower_case)
     expected = [basic.tokenize(x) for x in pairs + lines]
     assert [fast_basic.ascii_basic_tokens(x, do_lower_case) for x in pairs + lines] == expected
     # The words FullTokenizer memoises: their basic tokens, concatenated, are the line's.
@@ -225,21 +225,21 @@ def test_split_units_concatenate_to_the_tokens(do_lower_case):
 
 def test_fast_path_character_tables_match_the_reference_predicates():
     everything = "".join(map(chr, range(0x110000)))
-    kept = "".join(c for c in everything if not tokenization._is_dropped(c))
+    kept = "".join(c for c in everything if not tokenizers._is_dropped(c))
     assert fast_basic._dropped_chars_re().sub("", everything) == kept
     assert everything.translate(fast_basic._deleted_combining_marks()) == "".join(
         c for c in everything if unicodedata.category(c) != "Mn")
-    punctuation = [c for c in everything if tokenization._is_punctuation(c)]
+    punctuation = [c for c in everything if tokenizers._is_punctuation(c)]
     assert "".join(punctuation).translate(fast_basic._spaced_punctuation()).split() == punctuation
     assert len(fast_basic._spaced_punctuation()) == len(punctuation)
     assert fast_basic._CJK_SPLIT_RE.split(everything)[1::2] == [
-        c for c in everything if tokenization._is_cjk_ideograph(ord(c))]
+        c for c in everything if tokenizers._is_cjk_ideograph(ord(c))]
     # unit_text lower-cases whole texts, basic_tokens its units again: no character changes twice.
     assert everything.lower().lower() == everything.lower()
     for char in everything:
         # split_words skips turning whitespace into spaces and skips printable lines when dropping.
-        assert not tokenization._is_whitespace(char) or char.isspace(), hex(ord(char))
-        assert not tokenization._is_dropped(char) or not char.isprintable() or char == "\ufffd"
+        assert not tokenizers._is_whitespace(char) or char.isspace(), hex(ord(char))
+        assert not tokenizers._is_dropped(char) or not char.isprintable() or char == "\ufffd"
 
 
 def test_testing_text_is_deterministic():
@@ -257,20 +257,20 @@ def test_load_vocab_reads_the_file_as_line_by_line_decoding_does(tmp_path, raw):
     with open(path, "rb") as f:
         for index, line in enumerate(f):
             expected[line.decode("utf-8", "ignore").strip()] = index
-    loaded = tokenization.load_vocab(path)
+    loaded = tokenizers.load_vocab(path)
     assert list(loaded.items()) == list(expected.items())
     loaded["added"] = 99  # callers own their copy: the cached entries stay as read
-    assert list(tokenization.load_vocab(path).items()) == list(expected.items())
+    assert list(tokenizers.load_vocab(path).items()) == list(expected.items())
     path.write_bytes(raw + b"\nmore")  # an edited file is read again
-    assert "more" in tokenization.load_vocab(path)
+    assert "more" in tokenizers.load_vocab(path)
 
 
 def test_load_vocab_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="--vocab_file"):
-        tokenization.load_vocab(tmp_path / "missing.txt")
+        tokenizers.load_vocab(tmp_path / "missing.txt")
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(ValueError, match="empty"):
-        tokenization.load_vocab(tmp_path / "empty.txt")
+        tokenizers.load_vocab(tmp_path / "empty.txt")
 
 
 # ------------------------------------------------------------------------------- SentencePiece
@@ -362,7 +362,7 @@ def test_line_level_basic_tokens_match_the_reference_on_every_changed_code_point
                    if chr(cp).lower() != chr(cp) or unicodedata.decomposition(chr(cp))
                    or unicodedata.category(chr(cp))[0] in "MPZC"]
     assert len(interesting) > 5000
-    reference = tokenization.BasicTokenizer(do_lower_case)
+    reference = tokenizers.BasicTokenizer(do_lower_case)
     for context in ("A{c}b", "ΑΣ{c} x", "中{c}\u0301", "a\u0301{c}Σ."):
         for start in range(0, len(interesting), 200):
             line = " ".join(context.format(c=c) for c in interesting[start:start + 200])

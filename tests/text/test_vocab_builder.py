@@ -10,7 +10,7 @@ import pytest
 from bert_tf.text import testing_text, vocab_builder
 from bert_tf.text.sample_text import generate_corpus
 from bert_tf.text.vocab_builder import VocabBuildConfig, build_vocab, learn_vocab
-from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
 from conftest import REPO
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -9,7 +9,7 @@ from distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()
 
-from bert_tf import optimization  # noqa: E402
+from bert_tf.training import optimizers  # noqa: E402
 from bert_tf.model import losses  # noqa: E402
 
 DECAYED = ("word_embeddings", "dense/kernel", "logits/kernel")
@@ -108,7 +108,7 @@ def test_updates_equal_numpy_formula_step_by_step(optimizer_type, fuse_update):
     variables = model.trainable_variables
     decay = decay_flags(variables)
     assert sum(decay) == 3 and len(decay) - sum(decay) == 7  # Both kinds present.
-    optimizer = optimization.create_optimizer(LR, TOTAL, WARMUP, optimizer_type=optimizer_type,
+    optimizer = optimizers.build_optimizer(LR, TOTAL, WARMUP, optimizer_type=optimizer_type,
                                               fuse_update=fuse_update)
     steps = gradient_steps(variables, SCALES)
     params = [v.numpy() for v in variables]
@@ -130,7 +130,7 @@ def test_weight_decay_rule_with_zero_gradients():
     """m = v = 0, so u = wd·θ exactly for decayed variables and θ is unchanged for the others."""
     model = toy_model()
     variables = model.trainable_variables
-    optimizer = optimization.AdamWeightDecay(learning_rate=0.5, weight_decay_rate=0.1)
+    optimizer = optimizers.AdamWeightDecay(learning_rate=0.5, weight_decay_rate=0.1)
     before = [v.numpy() for v in variables]
     optimizer.apply([tf.zeros_like(v) for v in variables], variables)
     for variable, old in zip(variables, before):
@@ -150,7 +150,7 @@ def test_pretraining_model_excludes_layer_norm_and_biases(tiny_config):
            "input_mask": tf.ones([batch, seq], tf.int32),
            "segment_ids": tf.zeros([batch, seq], tf.int32),
            "masked_lm_positions": tf.ones([batch, predictions], tf.int32)})
-    optimizer = optimization.AdamWeightDecay()
+    optimizer = optimizers.AdamWeightDecay()
     optimizer.build(model.trainable_variables)
     for variable in model.trainable_variables:
         # BERT's only rank-1 variables are LayerNorm gammas/betas and biases.
@@ -165,31 +165,31 @@ def test_pretraining_model_excludes_layer_norm_and_biases(tiny_config):
     (4, 2.0 * (1 - 4 / 10)),             # at warm-up end: lr·(1 − warmup/total), not lr
     (7, 2.0 * (1 - 7 / 10)), (10, 0.0), (25, 0.0)])
 def test_schedule_known_values(step, expected):
-    schedule = optimization.WarmupLinearSchedule(2.0, num_train_steps=10, num_warmup_steps=4)
+    schedule = optimizers.WarmupLinearSchedule(2.0, num_train_steps=10, num_warmup_steps=4)
     np.testing.assert_allclose(float(schedule(step)), expected, rtol=1e-6, atol=1e-7)
 
 
 def test_schedule_without_warmup_and_serialization():
-    schedule = optimization.WarmupLinearSchedule(1e-4, num_train_steps=100, num_warmup_steps=0)
+    schedule = optimizers.WarmupLinearSchedule(1e-4, num_train_steps=100, num_warmup_steps=0)
     np.testing.assert_allclose(float(schedule(0)), 1e-4, rtol=1e-6)
     np.testing.assert_allclose(float(schedule(50)), 5e-5, rtol=1e-6)
-    optimizer = optimization.create_optimizer(1e-4, 100, 10, optimizer_type="lamb")
+    optimizer = optimizers.build_optimizer(1e-4, 100, 10, optimizer_type="lamb")
     clone = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
-    assert isinstance(clone, optimization.Lamb)
+    assert isinstance(clone, optimizers.Lamb)
     assert clone.get_config() == optimizer.get_config()
     np.testing.assert_allclose(float(clone.learning_rate), 0.0)
     with pytest.raises(ValueError, match="num_train_steps"):
-        optimization.WarmupLinearSchedule(1e-4, num_train_steps=0, num_warmup_steps=0)
+        optimizers.WarmupLinearSchedule(1e-4, num_train_steps=0, num_warmup_steps=0)
 
 
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="adamw, lamb"):
-        optimization.create_optimizer(1e-4, 10, 1, optimizer_type="sgd")
+        optimizers.build_optimizer(1e-4, 10, 1, optimizer_type="sgd")
     with pytest.raises(ValueError, match="weight_decay_rate"):
-        optimization.AdamWeightDecay(weight_decay=0.01)
+        optimizers.AdamWeightDecay(weight_decay=0.01)
     with pytest.raises(ValueError, match="single replica"):
         with two_cpu_strategy().scope():
-            optimization.create_optimizer(1e-4, 10, 1, gradient_accumulation_steps=2)
+            optimizers.build_optimizer(1e-4, 10, 1, gradient_accumulation_steps=2)
 
 
 def data(batch=8, seed=3):
@@ -205,7 +205,7 @@ def train(strategy=None, steps=3, jit_compile=False, checkpoint=None, restore=No
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         model = toy_model()
-        optimizer = optimization.create_optimizer(LR, TOTAL, WARMUP, **kwargs)
+        optimizer = optimizers.build_optimizer(LR, TOTAL, WARMUP, **kwargs)
         optimizer.build(model.trainable_variables)
     if restore:
         tf.train.Checkpoint(model=model, optimizer=optimizer).read(restore).assert_consumed()
@@ -270,13 +270,13 @@ def test_jit_compiled_step_matches(baseline):
 
 def test_loss_scaling_matches_unscaled_and_skips_overflow_on_any_replica(baseline):
     scaled, optimizer = train(loss_scale=True)
-    assert isinstance(optimizer, optimization.LossScaleOptimizer)
+    assert isinstance(optimizer, optimizers.LossScaleOptimizer)
     assert_close(baseline[0], scaled, atol=1e-5)
 
     strategy = two_cpu_strategy()
     with strategy.scope():
         model = toy_model()
-        optimizer = optimization.create_optimizer(LR, TOTAL, 0, loss_scale=True)
+        optimizer = optimizers.build_optimizer(LR, TOTAL, 0, loss_scale=True)
         optimizer.build(model.trainable_variables)
     before = [v.numpy() for v in model.trainable_variables]
 
@@ -304,8 +304,8 @@ def test_gradient_accumulation_equals_one_big_batch():
     """Two equal micro-batches (mean losses) = one update on the whole batch; counts updates."""
     model = toy_model()
     variables = model.trainable_variables
-    optimizer = optimization.create_optimizer(LR, TOTAL, WARMUP, gradient_accumulation_steps=2)
-    big = optimization.create_optimizer(LR, TOTAL, WARMUP)
+    optimizer = optimizers.build_optimizer(LR, TOTAL, WARMUP, gradient_accumulation_steps=2)
+    big = optimizers.build_optimizer(LR, TOTAL, WARMUP)
     steps = gradient_steps(variables, SCALES[:2])
     clone = toy_model().trainable_variables
     for grads in steps:

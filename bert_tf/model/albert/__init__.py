@@ -2,7 +2,7 @@
 blocks shared across layers, with google-research/albert's config keys (its TF1 checkpoint names
 are `bert_tf.checkpoints.albert_names`). May import what `bert_tf.model` may.
 
-The Transformer block is `bert_tf.modeling.TransformerBlock`, and the forward pass is
+The Transformer block is `bert_tf.model.encoder.TransformerBlock`, and the forward pass is
 `BertEncoder.call`: ALBERT only changes which block serves which layer and what the embeddings
 layer outputs.
 """

@@ -19,7 +19,7 @@ them, `.../` abbreviating `encoder/transformer/group_{g}/inner_group_{k}/`):
   group_{g}.inner_group_{k}.output_layer_norm.*      [H]         .../LayerNorm_1/*
   pooler.{kernel,bias}                               [H,H],[H]   pooler/dense/*
 
-Each `inner_group_{k}` is a `bert_tf.modeling.TransformerBlock`, unchanged: google-research/
+Each `inner_group_{k}` is a `bert_tf.model.encoder.TransformerBlock`, unchanged: google-research/
 albert's attention → add & LayerNorm → FFN → add & LayerNorm_1 block is BERT's post-LN block.
 """
 
@@ -29,7 +29,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model.albert.config import AlbertConfig
-from bert_tf.modeling import BertEmbeddings, BertEncoder, Dense, TokenLayout, TransformerBlock
+from bert_tf.model.encoder import BertEmbeddings, BertEncoder, Dense, TokenLayout, TransformerBlock
 
 
 class AlbertEmbeddings(BertEmbeddings):

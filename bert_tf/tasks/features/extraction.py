@@ -28,11 +28,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import filesystem, tokenization
+from bert_tf import filesystem
+from bert_tf.text import tokenizers
 from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.albert.modeling import build_encoder
-from bert_tf.modeling import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.text.pairs import truncate_pair_lengths
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -158,7 +159,7 @@ def read_lines(path: str) -> Iterator[str]:
         filesystem.check_text_encoding(path, f.read(4096), "--input_file")
         f.seek(0)
         for raw in f:
-            yield tokenization.convert_to_unicode(raw)
+            yield tokenizers.convert_to_unicode(raw)
 
 
 def _batches(lines: Iterable[str], tokenizer, options: ExtractionOptions) -> Iterator[list[Example]]:
@@ -197,12 +198,12 @@ def extract_features(options: ExtractionOptions) -> int:
                          f"{config.max_position_embeddings} (max_position_embeddings)")
     if options.input_file is not None and not tf.io.gfile.exists(options.input_file):
         raise MissingFileError(f"{options.input_file}: input file not found (check --input_file)")
-    tokenizer = tokenization.create_tokenizer(vocab_file=options.vocab_file,
-                                              spm_model_file=options.spm_model_file,
-                                              do_lower_case=options.do_lower_case)
+    tokenizer = tokenizers.create_tokenizer(vocab_file=options.vocab_file,
+                                            spm_model_file=options.spm_model_file,
+                                            do_lower_case=options.do_lower_case)
     source = options.vocab_file or options.spm_model_file
-    tokenization.check_special_tokens(tokenizer.vocab, ["[CLS]", "[SEP]"], source, "feature extraction")
-    tokenization.check_vocab_size(tokenizer.vocab, config.vocab_size, source)
+    tokenizers.check_special_tokens(tokenizer.vocab, ["[CLS]", "[SEP]"], source, "feature extraction")
+    tokenizers.check_vocab_size(tokenizer.vocab, config.vocab_size, source)
     encoder = build_encoder(config)
     checkpoints.init_from_checkpoint(encoder, options.init_checkpoint)
     if options.export_dir:

@@ -26,7 +26,8 @@ from typing import Iterator, NamedTuple, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf import filesystem, tokenization
+from bert_tf import filesystem
+from bert_tf.text import tokenizers
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 from bert_tf.tasks.ner import metrics as tag_metrics
 
@@ -249,7 +250,7 @@ def _word_pieces(sentences: Sequence[Sentence], tokenizer,
     than `capacity` keeps its first `capacity`.
     """
     # SentencePiece models name their unknown piece themselves.
-    unk = tokenizer.convert_tokens_to_ids([getattr(tokenizer, "unk_token", tokenization.UNK_TOKEN)])
+    unk = tokenizer.convert_tokens_to_ids([getattr(tokenizer, "unk_token", tokenizers.UNK_TOKEN)])
     memo: dict[str, list[int]] = {}
     truncated = 0
     for word in {w for s in sentences for w in s.words}:

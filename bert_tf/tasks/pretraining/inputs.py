@@ -280,9 +280,9 @@ class _UnitIds(dict):
 def _word_splitter(tokenizer):
     """`split_units` when the tokenizer is WordPiece's `FullTokenizer`, whose tokens of a line are
     exactly the concatenated tokens of those units; None for others (SentencePiece sees spaces)."""
-    from bert_tf import tokenization
+    from bert_tf.text import tokenizers
 
-    if isinstance(tokenizer, tokenization.FullTokenizer):
+    if isinstance(tokenizer, tokenizers.FullTokenizer):
         return tokenizer.split_units
     return None
 

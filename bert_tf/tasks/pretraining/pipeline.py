@@ -131,28 +131,28 @@ class Summary:
 def check_vocabulary(config: PretrainingDataConfig) -> None:
     """Fails early, with the file named, on a missing vocabulary or one without the special tokens
     every instance needs (reads only the vocabulary: building a tokenizer is left to the workers)."""
-    from bert_tf import tokenization
+    from bert_tf.text import tokenizers
 
     if bool(config.spm_model_file) == bool(config.vocab_file):
         raise UserError("give exactly one of --vocab_file (WordPiece) and --spm_model_file (SentencePiece)")
     if config.vocab_file:
-        vocab = tokenization.load_vocab(config.vocab_file)
+        vocab = tokenizers.load_vocab(config.vocab_file)
     else:
-        vocab = tokenization.SentencePieceTokenizer(config.spm_model_file).vocab
+        vocab = tokenizers.SentencePieceTokenizer(config.spm_model_file).vocab
     needed = ["[CLS]", "[SEP]", "[MASK]"] + (["[UNK]"] if config.vocab_file else [])
-    tokenization.check_special_tokens(vocab, needed, config.spm_model_file or config.vocab_file,
-                                      "pretraining")
+    tokenizers.check_special_tokens(vocab, needed, config.spm_model_file or config.vocab_file,
+                                    "pretraining")
 
 
 def make_tokenizer(config: PretrainingDataConfig):
     """The tokenizer the flags ask for (see `check_vocabulary`)."""
-    from bert_tf import tokenization
+    from bert_tf.text import tokenizers
 
     if config.vocab_file:
         # `LineTokenizer` keeps its own word -> ids memo, so the tokenizer's own memo stays small.
-        return tokenization.FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case,
-                                          cache_size=_TOKENIZER_CACHE)
-    return tokenization.create_tokenizer(spm_model_file=config.spm_model_file, do_lower_case=config.do_lower_case)
+        return tokenizers.FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case,
+                                        cache_size=_TOKENIZER_CACHE)
+    return tokenizers.create_tokenizer(spm_model_file=config.spm_model_file, do_lower_case=config.do_lower_case)
 
 
 # --------------------------------------------------------------------------- one block

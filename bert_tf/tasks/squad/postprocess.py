@@ -22,7 +22,7 @@ from absl import logging
 from bert_tf import filesystem
 from bert_tf.tasks.squad.examples import SquadExample
 from bert_tf.tasks.squad.features import SquadFeatures
-from bert_tf.tokenization import BasicTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import BasicTokenizer, SentencePieceTokenizer
 
 # Shown when no span of a question is valid (the original's placeholder).
 NO_VALID_SPAN_TEXT = "empty"

@@ -9,7 +9,7 @@ import pytest
 
 from bert_tf.tasks.classifier import features as feats
 from bert_tf.tasks.classifier import processors as cls
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
 
 GLUE = os.path.join(TESTDATA, "glue")

@@ -13,7 +13,7 @@ from bert_tf.records import features as record_schemas
 from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.tasks.classifier import task as classifier_task, export as serving
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import finetuning, loop as training
 from conftest import TESTDATA
 from tiny_models import REPO, read_results, start_on_demo_data

@@ -19,7 +19,7 @@ from bert_tf.tasks.classifier import export as serving
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.text import testing_text
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import TESTDATA
 from serving_client import run_client

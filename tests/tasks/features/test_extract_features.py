@@ -13,10 +13,10 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.model.config import BertConfig
-from bert_tf.modeling import BertEncoder
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.features.extraction import (Example, ExtractionOptions, extract_features,
                                                json_line, pack)
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import REPO
 from tiny_models import write_random_encoder
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization
+from bert_tf.training import optimizers
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.ner import metrics as tag_metrics
@@ -113,7 +113,7 @@ def test_crf_without_o_and_unknown_best_metric_are_refused(char_model, tmp_path)
 
 def test_learning_rate_multipliers_scale_matching_variables():
     a, b = tf.Variable([1.0, 1.0], name="a"), tf.Variable([1.0, 1.0], name="crf/b")
-    optimizer = optimization.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.0,
+    optimizer = optimizers.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.0,
                                              learning_rate_multipliers={"crf/": 30.0})
     optimizer.apply_gradients([(tf.constant([1.0, -1.0]), a), (tf.constant([1.0, -1.0]), b)])
     np.testing.assert_allclose(1.0 - b.numpy(), 30.0 * (1.0 - a.numpy()), rtol=1e-5)

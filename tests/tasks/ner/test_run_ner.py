@@ -12,7 +12,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.tasks.ner import task as ner_task
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import TESTDATA
 from tiny_models import REPO, read_results, start_on_demo_data, write_tiny_model

@@ -10,7 +10,7 @@ import sentencepiece
 
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.ner import data as tagging
-from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
 from conftest import TESTDATA
 
 NER = os.path.join(TESTDATA, "ner")

@@ -266,14 +266,14 @@ def test_sentence_order_labels(corpus, tmp_path):
 
 
 def test_sentencepiece_whole_word_masking(corpus, tmp_path):
-    from bert_tf import tokenization
+    from bert_tf.text import tokenizers
     from bert_tf.text.vocab_builder import train_sentencepiece
 
     model = train_sentencepiece(open(corpus), str(tmp_path / "spm"), vocab_size=400, do_lower_case=True)
     out = tmp_path / "spm.tfrecord"
     summary = create_pretraining_data(_config(corpus, out, vocab_file=None, spm_model_file=model, instance=InstanceOptions(
         max_seq_length=SEQ, max_predictions_per_seq=PREDS, do_whole_word_mask=True)))
-    pieces = tokenization.SentencePieceTokenizer(model).inv_vocab
+    pieces = tokenizers.SentencePieceTokenizer(model).inv_vocab
     schema = features.pretraining_schema(SEQ, PREDS)
     records = list(tfrecord.read_records(out))
     assert len(records) == summary.instances > 100

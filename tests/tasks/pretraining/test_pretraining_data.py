@@ -189,10 +189,10 @@ def test_bundled_corpus_is_reproduced_by_the_generator():
 
 
 def test_line_ids_equal_the_tokenizer_on_varied_text():
-    from bert_tf import tokenization
+    from bert_tf.text import tokenizers
     from bert_tf.tasks.pretraining.inputs import LineTokenizer
 
-    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    tokenizer = tokenizers.FullTokenizer(VOCAB, do_lower_case=True)
     lines = LineTokenizer(tokenizer)
     text = ["Héllo, Wörld! naïve café", "北京大学 is in 北京。", "tab\tand\x0bvertical\x00nul \ufffd",
             "emoji 🙂 and ％ full-width ﹏ marks…", "x" * 250 + " short", "[CLS] literal [MASK]",
@@ -225,7 +225,7 @@ def _documents_of(buffer) -> list[list[list[int]]]:
 def test_blocks_read_many_lines_at_once_as_line_by_line(tmp_path, monkeypatch, do_lower_case):
     """WordPiece blocks are tokenized a whole read at a time; documents, sentences, ids and counts
     are those of the original's line-by-line rules, with reads cut anywhere (tiny read size)."""
-    from bert_tf import tokenization
+    from bert_tf.text import tokenizers
     from bert_tf.tasks.pretraining import inputs as pretraining_input
     from bert_tf.text import testing_text
 
@@ -242,8 +242,8 @@ def test_blocks_read_many_lines_at_once_as_line_by_line(tmp_path, monkeypatch, d
     files[1].write_bytes(data[: len(data) // 3])
     monkeypatch.setattr(pretraining_input, "_READ_BYTES", 97)
 
-    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=do_lower_case)
-    reference = tokenization.FullTokenizer(VOCAB, do_lower_case=do_lower_case, fast=False)
+    tokenizer = tokenizers.FullTokenizer(VOCAB, do_lower_case=do_lower_case)
+    reference = tokenizers.FullTokenizer(VOCAB, do_lower_case=do_lower_case, fast=False)
     reader = pretraining_input.LineTokenizer(tokenizer)
     expected = [doc for f in files for doc in _documents_by_the_original_rules(f.read_bytes(), reference)]
     blocks = pretraining_input.plan_blocks([str(f) for f in files], document_buffer_size=1_000_000)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.squad import examples as squad, features as squad_features
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import tokenization
+from bert_tf.text import tokenizers
 from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.squad import examples as squad, export, features as squad_features
 from bert_tf.tasks.squad import postprocess
@@ -123,10 +123,10 @@ def test_graph_answers_equal_run_squads_postprocessing(do_lower_case, sentencepi
     examples, contexts = _examples()
     if sentencepiece:
         spm = request.getfixturevalue("spm_model")
-        tokenizer = tokenization.SentencePieceTokenizer(spm, do_lower_case=do_lower_case)
+        tokenizer = tokenizers.SentencePieceTokenizer(spm, do_lower_case=do_lower_case)
         graph_tokenizer = in_graph_tokenizer(None, spm, do_lower_case)
     else:
-        tokenizer = tokenization.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
+        tokenizer = tokenizers.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
         graph_tokenizer = in_graph_tokenizer(_real_vocab(), None, do_lower_case)
     predictions, num_windows = _expected(examples, tokenizer, do_lower_case)
     # A median null_odds of the set: about half the questions answer "" (strictly greater).
@@ -145,7 +145,7 @@ def test_graph_answers_equal_run_squads_postprocessing(do_lower_case, sentencepi
 def test_alignment_equals_final_text(do_lower_case):
     """Every short token span of stress text, detokenized, mapped back as final_text maps it
     (including where tokenizing changes the length and the whole words come back)."""
-    tokenizer = tokenization.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
+    tokenizer = tokenizers.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
     pairs = []
     for line in testing_text.varied_lines(150, seed=13) + [t for pair in AWKWARD for t in pair]:
         words = squad.split_context(line)[0]

@@ -11,7 +11,7 @@ import sentencepiece
 from bert_tf.tasks.squad import examples as squad, features as squad_features
 from bert_tf.tasks.squad.postprocess import (compute_predictions, detokenize, final_text,
                                              write_predictions)
-from bert_tf.tokenization import FullTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
 from conftest import TESTDATA
 
 CONTEXT = "The Eiffel tower was built in (1889). It is in Paris, France."

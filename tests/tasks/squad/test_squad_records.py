@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.squad import (examples as squad, features as squad_features,
                                  records as squad_records)
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")

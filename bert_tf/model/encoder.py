@@ -1,0 +1,489 @@
+"""The BERT encoder as a Keras 3 model: embeddings, post-LayerNorm Transformer blocks, pooler.
+
+Dimension legend (used in every shape comment of this package):
+  B  batch size                      S  sequence length (tokens per example)
+  H  hidden_size                     N  num_attention_heads
+  D  head size = H // N              I  intermediate_size (feed-forward width)
+  V  vocab_size                      T  type_vocab_size (segment ids)
+  P  max_position_embeddings         L  num_hidden_layers
+
+Variables, by attribute path on a `BertEncoder` named `encoder` (dense kernels are [in, out], as
+in the original TF1 checkpoint; `encoder.layer_{i}` is also `encoder.transformer_layers[i]`;
+the TF1 names are under `bert/`, and `.../` abbreviates `encoder/layer_{i}/`):
+
+  attribute path                                  shape       original TF1 name
+  embeddings.word_embeddings                      [V,H]       embeddings/word_embeddings
+  embeddings.token_type_embeddings                [T,H]       embeddings/token_type_embeddings
+  embeddings.position_embeddings                  [P,H]       embeddings/position_embeddings
+  embeddings.layer_norm.{gamma,beta}              [H]         embeddings/LayerNorm/*
+  layer_{i}.query.{kernel,bias}                   [H,H],[H]   .../attention/self/query/*
+  layer_{i}.key.{kernel,bias}                     [H,H],[H]   .../attention/self/key/*
+  layer_{i}.value.{kernel,bias}                   [H,H],[H]   .../attention/self/value/*
+  layer_{i}.attention_output.{kernel,bias}        [H,H],[H]   .../attention/output/dense/*
+  layer_{i}.attention_layer_norm.{gamma,beta}     [H]         .../attention/output/LayerNorm/*
+  layer_{i}.intermediate.{kernel,bias}            [H,I],[I]   .../intermediate/dense/*
+  layer_{i}.output_dense.{kernel,bias}            [I,H],[H]   .../output/dense/*
+  layer_{i}.output_layer_norm.{gamma,beta}        [H]         .../output/LayerNorm/*
+  pooler.{kernel,bias}                            [H,H],[H]   pooler/dense/*
+
+Query, key and value keep their own [H,H] variables (one-to-one with the original); in training
+the forward pass concatenates them into one [H,3H] kernel (columns [0:H] query, [H:2H] key,
+[2H:3H] value) for a single matmul, at inference it multiplies by each (no per-call copy of the
+weights). All variables exist as soon as
+the encoder is constructed (no dummy call needed).
+
+Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", matmuls run in the compute
+dtype while variables stay float32; embedding sums, LayerNorm and softmax run in float32. The
+outputs (`sequence_output`, `pooled_output`, `encoder_outputs`) are in the compute dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from typing import Callable
+
+import keras
+import tensorflow as tf
+
+from bert_tf.model.config import BertConfig
+
+LAYER_NORM_EPSILON = 1e-12
+# Added to the attention scores of padding positions, as in the original.
+ATTENTION_MASK_BIAS = -10000.0
+
+
+def gelu(x: tf.Tensor) -> tf.Tensor:
+    """The original's "gelu": 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (tanh approximation).
+
+    tf.nn.gelu computes exactly this formula, in a form that TensorFlow's graph optimizer fuses
+    into the preceding matmul on oneDNN CPUs.
+    """
+    return tf.nn.gelu(x, approximate=True)
+
+
+def gelu_exact(x: tf.Tensor) -> tf.Tensor:
+    """GELU in its erf form: 0.5·x·(1 + erf(x/√2)) (Hugging Face's "gelu")."""
+    return tf.nn.gelu(x, approximate=False)
+
+
+ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
+    "gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,
+}
+
+
+def get_activation(name) -> Callable[[tf.Tensor], tf.Tensor] | None:
+    """Maps a `hidden_act` name from bert_config.json (any case) to a function.
+
+    As in the original: a non-string (a function, or None) is returned as is, and "linear" or an
+    empty name give None (no activation).
+    """
+    if not isinstance(name, str):
+        return name
+    if not name or name.lower() == "linear":
+        return None
+    try:
+        return ACTIVATIONS[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown hidden_act {name!r}; expected one of {', '.join(ACTIVATIONS)}, linear"
+        ) from None
+
+
+def initializer(config: BertConfig) -> keras.initializers.Initializer:
+    """Truncated normal (cut at 2 stddev) with stddev `initializer_range`, as the original."""
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+class Dense(keras.layers.Layer):
+    """x @ kernel + bias, then the activation; `kernel` [in,out] as in the original TF1 layout.
+
+    Inputs of any rank [..., in] are flattened to 2-D for the matmul (the fastest path).
+    """
+
+    def __init__(self, config: BertConfig, units: int, input_dim: int, activation=None, **kwargs):
+        super().__init__(**kwargs)
+        self.activation = activation
+        self.kernel = self.add_weight(shape=(input_dim, units), initializer=initializer(config),
+                                      name="kernel")
+        self.bias = self.add_weight(shape=(units,), initializer="zeros", name="bias")
+        self.built = True
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        shape = tf.shape(x)
+        # matmul + bias_add (+ activation) is the pattern oneDNN fuses into one kernel.
+        y = tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, self.kernel.shape[0]]), self.kernel),
+                           self.bias)
+        if self.activation is not None:
+            y = self.activation(y)
+        return tf.reshape(y, tf.concat([shape[:-1], [self.kernel.shape[1]]], 0))  # [..., out]
+
+
+class LayerNorm(keras.layers.Layer):
+    """LayerNorm over the last axis, computed in float32 (ε 1e-12); returns the compute dtype.
+
+    Variables `gamma`, `beta` [H] stay float32 (the layer does not autocast them).
+    """
+
+    def __init__(self, hidden_size: int, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+        self.gamma = self.add_weight(shape=(hidden_size,), initializer="ones", name="gamma")
+        self.beta = self.add_weight(shape=(hidden_size,), initializer="zeros", name="beta")
+        self.built = True
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        x = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        # (x - mean) / sqrt(variance + ε) · gamma + beta, as x·inv + (beta - mean·inv): two
+        # passes over x instead of four.
+        y = tf.nn.batch_normalization(x, mean, variance, offset=self.beta, scale=self.gamma,
+                                      variance_epsilon=LAYER_NORM_EPSILON)
+        return tf.cast(y, self.compute_dtype)
+
+
+class TokenLayout:
+    """Where the real tokens of a [B,S] batch are, so that dense layers skip the padding.
+
+    Every dense layer, LayerNorm and dropout of the encoder works on the T real-token rows of the
+    batch ([T,H], T = Σ input_mask), not on all B·S positions: the outputs at real positions are
+    the same (padding keys get a -10000 bias, whose softmax weight is exactly 0 in float32), and
+    the work shrinks with the padding. Only attention needs the [B,S] grid; `pad` and `unpad` move
+    rows between the two (scatter_nd / gather_nd, each the other's gradient, so no sparse
+    gradients). With `remove_padding=False` T = B·S and both are reshapes.
+
+    With neither `remove_padding` nor `static_shapes` (the span model), attention reads the first
+    K = `key_length` keys only: the end of the longest row (S if a row is all padding: it attends
+    all S evenly). Keys past it are padding in every row and weigh exactly 0, so every output and
+    gradient is that of all S keys. Otherwise `key_length` is None (all S keys).
+    """
+
+    def __init__(self, input_mask: tf.Tensor, remove_padding: bool, static_shapes: bool = False):
+        """input_mask: int [B,S], 1 = real token, 0 = padding; `static_shapes`: no shape may
+        depend on the mask's values (XLA)."""
+        shape = tf.shape(input_mask)
+        self.batch, self.seq_length = shape[0], shape[1]
+        if remove_padding or static_shapes:
+            self.key_length = None
+            bias = (1.0 - tf.cast(input_mask, tf.float32)) * ATTENTION_MASK_BIAS  # [B,S]
+        else:
+            ends = tf.reduce_max(tf.where(input_mask != 0, tf.range(1, self.seq_length + 1), 0),
+                                 axis=1)  # [B], 0 for a row of padding only
+            self.key_length = tf.where(tf.reduce_min(ends) == 0, self.seq_length,
+                                       tf.reduce_max(ends))
+            bias = ((1.0 - tf.cast(input_mask[:, :self.key_length], tf.float32))
+                    * ATTENTION_MASK_BIAS)  # [B,K]
+        # → [B,1,1,S|K]: one bias row broadcast over heads and query positions.
+        self.mask_bias = bias[:, tf.newaxis, tf.newaxis, :]
+        if remove_padding:
+            # Kept besides the real tokens: the first position (the pooler reads it), and every
+            # position of an all-padding row (the eval padding examples), which then computes
+            # what the original computes for it.
+            empty_row = tf.reduce_max(input_mask, axis=1, keepdims=True) == 0  # [B,1]
+            keep = (input_mask != 0) | empty_row | (tf.range(self.seq_length) == 0)
+            keep = tf.reshape(keep, [-1])  # [B*S]
+            self.token_index = tf.cast(tf.where(keep), tf.int32)  # [T,1] in [0,B*S)
+            # The row of every position among the T kept ones (only read at kept positions).
+            self._row_of_position = tf.cumsum(tf.cast(keep, tf.int32)) - 1  # [B*S]
+            self._kept = keep
+        else:
+            self.token_index = None
+
+    def unpad(self, x: tf.Tensor) -> tf.Tensor:
+        """[B*S, ...] → the kept rows [T, ...]."""
+        return x if self.token_index is None else tf.gather_nd(x, self.token_index)
+
+    def pad(self, rows: tf.Tensor) -> tf.Tensor:
+        """[T,C] → [B*S,C], zeros at the positions not kept."""
+        if self.token_index is None:
+            return rows
+        shape = tf.stack([self.batch * self.seq_length, tf.shape(rows)[1]])
+        return tf.scatter_nd(self.token_index, rows, shape)
+
+    def key_rows(self, x: tf.Tensor) -> tf.Tensor:
+        """[B*S,C] → [B*K,C]: the rows of the first K positions of every sequence (needs
+        `key_length`)."""
+        width = x.shape[-1]
+        x = tf.reshape(x, [self.batch, self.seq_length, width])[:, :self.key_length]
+        return tf.reshape(x, [-1, width])
+
+    def rows_at(self, positions: tf.Tensor) -> tf.Tensor:
+        """int [B,Q] positions → int [B*Q] rows of [T,...].
+
+        Raises:
+          tf.errors.InvalidArgumentError: with padding removed, a position that was not kept
+            (a padding position of a row with real tokens, which has no row).
+        """
+        offsets = tf.range(self.batch)[:, tf.newaxis] * self.seq_length  # [B,1]
+        flat = tf.reshape(tf.cast(positions, tf.int32) + offsets, [-1])
+        if self.token_index is None:
+            return flat
+        check = tf.debugging.Assert(tf.reduce_all(tf.gather(self._kept, flat)), [
+            "output_positions points at a padding position (input_mask 0); build the encoder "
+            "with compute_padding=True to read padding positions as the original does"])
+        with tf.control_dependencies([check]):
+            return tf.gather(self._row_of_position, flat)
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """word + token type + position embeddings → LayerNorm → dropout, for the real tokens.
+
+    Tables stay float32 and are gathered before any cast (casting a [V,H] table every step
+    would cost more than the lookup); the sum and LayerNorm run in float32.
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+        init = initializer(config)
+        h = config.embedding_width  # H for BERT, E for ALBERT
+        self.word_embeddings = self.add_weight(
+            shape=(config.vocab_size, h), initializer=init, name="word_embeddings")
+        self.token_type_embeddings = self.add_weight(
+            shape=(config.type_vocab_size, h), initializer=init, name="token_type_embeddings")
+        self.position_embeddings = self.add_weight(
+            shape=(config.max_position_embeddings, h), initializer=init, name="position_embeddings")
+        self.layer_norm = LayerNorm(h, name="layer_norm", dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.max_positions = config.max_position_embeddings
+        self.built = True  # every variable exists already; shapes come from the config
+
+    def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
+             training=False) -> tf.Tensor:
+        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens) in the compute dtype."""
+        if input_ids.shape[1] is not None and input_ids.shape[1] > self.max_positions:
+            raise ValueError(
+                f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
+                f"({self.max_positions}) of the bert config; use a shorter --max_seq_length")
+        positions = tf.tile(tf.range(layout.seq_length), [layout.batch])  # [B*S]
+        ids, types, positions = (layout.unpad(tf.reshape(t, [-1]))
+                                 for t in (input_ids, segment_ids, positions))  # each [T]
+        x = tf.gather(tf.convert_to_tensor(self.word_embeddings), ids)  # [T,H]
+        x += tf.gather(tf.convert_to_tensor(self.token_type_embeddings), types)
+        x += tf.gather(tf.convert_to_tensor(self.position_embeddings), positions)
+        return self.dropout(self.layer_norm(x), training=training)
+
+
+def _swap_heads(x: tf.Tensor) -> tf.Tensor:
+    """[B,Q,N,D] ↔ [B,N,Q,D]: axes 1 and 2 swapped.
+
+    As `tf.einsum` rather than `tf.transpose`: the same copy, but on oneDNN builds a transpose
+    becomes a oneDNN reorder that costs ~70 µs even on one short text's [1,9,12,32] (4 a block:
+    a tenth of MiniLM's time at batch 1), where einsum's own transpose takes ~8 µs; on
+    training-sized tensors the two are equally fast.
+    """
+    return tf.einsum("abcd->acbd", x)
+
+
+class TransformerBlock(keras.layers.Layer):
+    """One post-LayerNorm block: self-attention → add & norm → feed-forward → add & norm."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        h, i, policy = config.hidden_size, config.intermediate_size, self.dtype_policy
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.query = Dense(config, h, h, name="query", dtype=policy)
+        self.key = Dense(config, h, h, name="key", dtype=policy)
+        self.value = Dense(config, h, h, name="value", dtype=policy)
+        self.attention_output = Dense(config, h, h, name="attention_output", dtype=policy)
+        self.attention_layer_norm = LayerNorm(h, name="attention_layer_norm", dtype=policy)
+        self.intermediate = Dense(config, i, h, activation=get_activation(config.hidden_act),
+                                  name="intermediate", dtype=policy)
+        self.output_dense = Dense(config, h, i, name="output_dense", dtype=policy)
+        self.output_layer_norm = LayerNorm(h, name="output_layer_norm", dtype=policy)
+        self.attention_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob,
+                                                      dtype=policy)
+        self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=policy)
+        self.built = True
+
+    def _projections(self, x: tf.Tensor, layers: tuple[Dense, ...], training) -> list[tf.Tensor]:
+        """x [M,H] → x @ kernel + bias of each layer: one [M,H] tensor per layer.
+
+        Training multiplies by the kernels side by side ([H,kH]: one matmul, and one for its
+        gradient); inference by each kernel on its own, because concatenating the kernels copies
+        those weights on every call, which a small batch never pays back (about a sixth of
+        MiniLM's time on one short text; at large batches the two are equally fast).
+        """
+        dtype = self.compute_dtype
+        kernels = [tf.cast(l.kernel, dtype) for l in layers]
+        biases = [tf.cast(l.bias, dtype) for l in layers]
+        if training and len(layers) > 1:
+            fused = tf.nn.bias_add(tf.matmul(x, tf.concat(kernels, axis=1)),
+                                   tf.concat(biases, axis=0))  # [M,kH]
+            return tf.split(fused, len(layers), axis=1)
+        return [tf.nn.bias_add(tf.matmul(x, k), b) for k, b in zip(kernels, biases)]
+
+    def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
+        """[B*Q,H] → [B,N,Q,D]."""
+        x = tf.reshape(x, [batch, -1, self.num_heads, self.head_size])  # [B,Q,N,D]
+        return _swap_heads(x)
+
+    def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
+                   training) -> tf.Tensor:
+        """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] or, with `layout.key_length`,
+        [B*K,H] (`layout.key_rows`) → context [B*Q,H]."""
+        batch = layout.batch
+        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|K,D]
+        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
+        probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
+        probs = self.attention_dropout(probs, training=training)
+        context = _swap_heads(tf.matmul(probs, v))  # [B,Q,N,D]
+        return tf.reshape(context, [-1, self.num_heads * self.head_size])  # [B*Q,H]
+
+    def call(self, x: tf.Tensor, layout: TokenLayout, training=False,
+             query_rows: tf.Tensor | None = None) -> tf.Tensor:
+        """x: [T,H], the real-token rows of `layout` → [T,H].
+
+        With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
+        are computed past the keys and values (the original's heads read no others): → [B*Q,H].
+        """
+        if query_rows is None and layout.key_length is not None:
+            # Every position is a row: keys and values only where attention reads them.
+            q, = self._projections(x, (self.query,), training)  # [B*S,H]
+            k, v = self._projections(layout.key_rows(x), (self.key, self.value),
+                                     training)  # [B*K,H] each
+            residual = x
+        elif query_rows is None:
+            q, k, v = (layout.pad(t) for t in self._projections(
+                x, (self.query, self.key, self.value), training))  # [B*S,H] each
+            residual = x
+        else:
+            k, v = (layout.pad(t) for t in self._projections(
+                x, (self.key, self.value), training))  # [B*S,H] each
+            if layout.key_length is not None:
+                k, v = layout.key_rows(k), layout.key_rows(v)  # [B*K,H]: the mask's K columns
+            residual = tf.gather(x, query_rows)  # [B*Q,H]
+            q, = self._projections(residual, (self.query,), training)
+        context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
+        if query_rows is None:
+            context = layout.unpad(context)  # [T,H]
+        attention = self.hidden_dropout(self.attention_output(context), training=training)
+        x = self.attention_layer_norm(tf.cast(attention, tf.float32)
+                                      + tf.cast(residual, tf.float32))
+        hidden = self.hidden_dropout(self.output_dense(self.intermediate(x)), training=training)
+        return self.output_layer_norm(tf.cast(hidden, tf.float32) + tf.cast(x, tf.float32))
+
+
+_KEEP_PADDING = threading.local()
+
+
+@contextlib.contextmanager
+def keep_padding(static_shapes: bool = True):
+    """Encoders traced inside this context compute padding positions too.
+
+    A tracing-time switch for the code that builds the step (the span model, XLA steps); a
+    caller that wants the original's values at padding whatever traces the encoder builds it
+    with `BertEncoder(..., compute_padding=True)` instead.
+
+    `static_shapes` (for XLA, which would recompile for every new shape) also attends all S keys;
+    False lets attention stop at the batch's longest row (`TokenLayout`): the same numbers.
+    Nested contexts keep static shapes if any of them asks for them.
+    """
+    previous = (getattr(_KEEP_PADDING, "on", False), getattr(_KEEP_PADDING, "static", False))
+    _KEEP_PADDING.on, _KEEP_PADDING.static = True, previous[1] or static_shapes
+    try:
+        yield
+    finally:
+        _KEEP_PADDING.on, _KEEP_PADDING.static = previous
+
+
+class BertEncoder(keras.Model):
+    """The BERT encoder. Call with a dict of int32 [B,S] tensors:
+
+    `input_ids`; `input_mask` (1 = real token, 0 = padding; default all ones); `segment_ids`
+    (default all zeros). Returns a dict: `sequence_output` [B,S,H], `pooled_output` [B,H] (dense
+    + tanh on the first token), `encoder_outputs` (list of L tensors [B,S,H], one per block),
+    `embedding_output` [B,S,H] (the blocks' input: the embeddings after LayerNorm and dropout).
+    See the module docstring for variable names and mixed
+    precision.
+
+    Padding: by default the encoder skips the padding positions of rows that have real tokens
+    (the speed comes from there): `sequence_output` and `encoder_outputs` are zeros there, while
+    the original computes every position. Every real position, the first position and rows of
+    padding only hold the original's values. `compute_padding=True` (or tracing inside
+    `keep_padding()`) computes every position as the original does.
+
+    `output_positions` (int [B,P]) asks for the last layer at those positions
+    only (and at [CLS], for the pooler): the outputs are then `selected_output` [B,P,H] and
+    `pooled_output`, and the last layer skips every other position past its keys and values.
+    While padding is skipped, a position at padding raises InvalidArgumentError (it has no
+    value); with padding computed it reads the original's value there.
+    """
+
+    def __init__(self, config: BertConfig, dtype=None, name: str = "bert",
+                 compute_padding: bool = False, **kwargs):
+        """Args:
+          config: the model's hyper-parameters.
+          dtype: a Keras dtype policy or its name ("float32", "mixed_bfloat16",
+            "mixed_float16"); default: the global policy.
+          compute_padding: compute the padding positions too, as the original (slower on
+            padded batches); False skips them (zeros in `sequence_output`), unless traced
+            inside `keep_padding()`.
+        """
+        super().__init__(name=name, dtype=dtype, **kwargs)
+        self.config = config
+        self.compute_padding = compute_padding
+        policy = self.dtype_policy
+        self.embeddings = self._make_embeddings(config, policy)
+        self._make_blocks(config, policy)
+        self.pooler = Dense(config, config.hidden_size, config.hidden_size, activation=tf.tanh,
+                            name="pooler", dtype=policy)
+        self.built = True
+
+    def _make_embeddings(self, config: BertConfig, policy) -> BertEmbeddings:
+        return BertEmbeddings(config, name="embeddings", dtype=policy)
+
+    def _make_blocks(self, config: BertConfig, policy) -> None:
+        """Attributes layer_0 … layer_{L-1} (not a list: tf.train.Checkpoint does not follow
+        Keras' tracked lists), mirroring the original's `layer_{i}` scopes."""
+        for i in range(config.num_hidden_layers):
+            setattr(self, f"layer_{i}", TransformerBlock(config, name=f"layer_{i}", dtype=policy))
+
+    @property
+    def transformer_layers(self) -> list[TransformerBlock]:
+        """The L blocks in order (the attributes `layer_0` … `layer_{L-1}`)."""
+        return [getattr(self, f"layer_{i}") for i in range(self.config.num_hidden_layers)]
+
+    @property
+    def embedding_table(self):
+        """The word-embedding variable [V,H] (float32); the masked-LM head ties to it."""
+        return self.embeddings.word_embeddings
+
+    def call(self, inputs: dict, training=False, output_positions: tf.Tensor | None = None
+             ) -> dict:
+        input_ids = tf.convert_to_tensor(inputs["input_ids"])
+        input_mask = inputs.get("input_mask")
+        input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
+        segment_ids = inputs.get("segment_ids")
+        segment_ids = tf.zeros_like(input_ids) if segment_ids is None else segment_ids
+        keep = self.compute_padding or getattr(_KEEP_PADDING, "on", False)
+        layout = TokenLayout(input_mask, remove_padding=not keep,
+                             static_shapes=getattr(_KEEP_PADDING, "static", False))
+        x = self.embeddings(input_ids, segment_ids, layout=layout, training=training)  # [T,H]
+        blocks = self.transformer_layers
+        hidden_size = self.config.hidden_size
+        if output_positions is not None:
+            for block in blocks[:-1]:
+                x = block(x, layout=layout, training=training)
+            first = tf.zeros([layout.batch, 1], output_positions.dtype)  # [CLS], for the pooler
+            positions = tf.concat([first, output_positions], 1)  # [B,1+P]
+            rows = blocks[-1](x, layout=layout, training=training,
+                              query_rows=layout.rows_at(positions))
+            rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]
+            return {"selected_output": rows[:, 1:], "pooled_output": self.pooler(rows[:, 0])}
+        embedding_output = tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, -1])
+        encoder_outputs = []
+        for block in blocks:
+            x = block(x, layout=layout, training=training)
+            encoder_outputs.append(
+                tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
+        first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
+        return {"sequence_output": encoder_outputs[-1], "pooled_output": self.pooler(first_tokens),
+                "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+
+    def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
+        """A zero batch of the input dict, for building or tracing."""
+        ids = tf.zeros([batch_size, seq_length], tf.int32)
+        return {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": ids}
+
