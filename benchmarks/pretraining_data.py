@@ -162,15 +162,18 @@ def run_original(corpus: str, out_dir: str, vocab: str) -> dict:
     output = os.path.join(out_dir, "original.tfrecord")
     command = [sys.executable, "-c", _ORIGINAL_RUNNER, f"--input_file={corpus}",
                f"--output_file={output}", f"--vocab_file={vocab}", *_FLAGS]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode:
         raise RuntimeError(result.stderr[-3000:])
     instances = int(re.findall(r"Wrote (\d+) total instances", result.stderr)[-1])
     os.remove(output)
     size_mb = os.path.getsize(corpus) / 1e6
     return {"input_mb": round(size_mb, 1), "seconds": round(seconds, 2), "mb_per_s": round(size_mb / seconds, 3),
+            "cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2),
             "instances": instances, "peak_mb": round(float(result.stdout.split("PEAK ")[1]))}
 
 
@@ -190,23 +193,30 @@ def measure_size(corpus: str, vocab: str, runner: str, args: argparse.Namespace,
     for original in originals:
         print(json.dumps({"runner": "original", **original}), flush=True)
     original_seconds = statistics.mean(o["seconds"] for o in originals) if originals else None
+    original_cpu = statistics.mean(o["cpu_seconds"] for o in originals) if originals else None
     if baselines:
-        baseline = _median_run(baselines, original_seconds)
+        baseline = _median_run(baselines, original_seconds, original_cpu)
         print(json.dumps({"runner": runner, "code": "baseline", "root": args.baseline_root, **baseline}), flush=True)
-    figures = _median_run(runs, original_seconds)
+    figures = _median_run(runs, original_seconds, original_cpu)
     if baselines:
         figures["ratio_vs_baseline"] = round(baseline["seconds"] / figures["seconds"], 2)
+        figures["cpu_ratio_vs_baseline"] = round(baseline["cpu_seconds"] / figures["cpu_seconds"], 2)
         figures["total_peak_mb_vs_baseline"] = round(figures["total_peak_mb"] / baseline["total_peak_mb"], 3)
     print(json.dumps({"runner": runner, **figures}), flush=True)
 
 
-def _median_run(runs: list[dict], original_seconds: float | None) -> dict:
-    """The run of median time (its figures), with every run's seconds and the ratio to the original."""
+def _median_run(runs: list[dict], original_seconds: float | None, original_cpu: float | None) -> dict:
+    """The run of median time (its figures), with every run's seconds and the ratios to the
+    original: of wall time, and of CPU time (the fairer one on a busy machine, per core used:
+    the original runs one process, bert_tf `num_workers`)."""
     figures = dict(sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2])
     figures["seconds_of_runs"] = [run["seconds"] for run in runs]
+    figures["cpu_seconds_of_runs"] = [run["cpu_seconds"] for run in runs]
     figures["worker_peak_mb_of_runs"] = [run["worker_peak_mb"] for run in runs]
     if original_seconds:
         figures["ratio_vs_original"] = round(original_seconds / figures["seconds"], 1)
+        figures["cpu_ratio_vs_original"] = round(
+            original_cpu / (statistics.median(figures["cpu_seconds_of_runs"]) / figures["num_workers"]), 1)
     return figures
 
 

@@ -129,7 +129,7 @@ def _save_metadata(path: str, features: squad_features.SquadFeatures) -> dict:
 
 def load_metadata(cached: CachedRecords) -> squad_features.SquadFeatures:
     """The prediction windows saved next to `eval.tf_record` (all SquadFeatures columns)."""
-    with np.load(cached.metadata_path) as arrays:
+    with np.load(io.BytesIO(filesystem.read_bytes(cached.metadata_path))) as arrays:
         return squad_features.SquadFeatures(**{name: arrays[name] for name in arrays.files})
 
 
