@@ -149,16 +149,13 @@ def isfile(path: str) -> bool:
 
 def listdir(directory: str) -> list[str]:
     """The names in a directory, sorted (sub-directories without their trailing slash)."""
-    if scheme(directory):
-        return sorted({p[len(directory.rstrip("/")) + 1:].split("/")[0]
-                       for p in _backend(directory).list_files(directory)} | set(_subdirectories(directory)))
-    return sorted(os.listdir(directory))
-
-
-def _subdirectories(directory: str) -> list[str]:
+    if not scheme(directory):
+        return sorted(os.listdir(directory))
     if _backend(directory) is _TensorFlowGfile:
-        return [name.rstrip("/") for name in _gfile().listdir(directory)]
-    return []
+        return sorted({name.rstrip("/") for name in _gfile().listdir(directory)})
+    # Beam's file systems list files only: a sub-directory is the first part of their names.
+    return sorted({p[len(directory.rstrip("/")) + 1:].split("/")[0]
+                   for p in _backend(directory).list_files(directory)})
 
 
 # --------------------------------------------------------------------------- reading
