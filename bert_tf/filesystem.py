@@ -319,10 +319,11 @@ def atomic_directory(path: str) -> Iterator[str]:
 def atomic_files(directory: str, order: Callable[[str], object] = str, output: str | None = None
                  ) -> Iterator[str]:
     """Yields a temporary directory beside `directory` for the body to fill with files. A new
-    `directory` then takes the temporary's name whole; into an existing one, each file is renamed
-    in `order` (e.g. a checkpoint's index last, so that no reader finds an index without its
-    data). A full disk names `output` (the files' common prefix, say), else `directory`."""
-    new = not isdir(directory)
+    local `directory` then takes the temporary's name whole; into an existing one, or on a scheme
+    file system (which renames files, not directories), each file is renamed in `order` (e.g. a
+    checkpoint's index last, so that no reader finds an index without its data). A full disk
+    names `output` (the files' common prefix, say), else `directory`."""
+    new = not scheme(directory) and not isdir(directory)
     if dirname(directory.rstrip("/")):
         makedirs(dirname(directory.rstrip("/")))
     tmp = temporary_beside(directory)
@@ -333,6 +334,7 @@ def atomic_files(directory: str, order: Callable[[str], object] = str, output: s
             if new:
                 replace(tmp, directory)
                 return
+            makedirs(directory)
             for name in sorted(listdir(tmp), key=order):
                 replace(join(tmp, name), join(directory, name))
     finally:
