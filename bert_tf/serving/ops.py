@@ -13,13 +13,10 @@ models, `SentencepieceOp` / `SentencepieceTokenizeOp` from this list.
 
 from __future__ import annotations
 
-
 import tensorflow as tf
 
 from bert_tf import filesystem
 
-SERVING_RELEASE = "2.20.0"
-TENSORFLOW_TEXT_RELEASE = "2.20.0"
 # Op names registered by tensorflow-text's ops_lib, as TensorFlow Serving 2.20.0 links it.
 SERVING_TEXT_OPS = frozenset({
     "TFText>OffsetsToBoiseTags", "TFText>BoiseTagsToOffsets",          # boise_offset_converter
