@@ -1,29 +1,29 @@
 """Every script as a user runs it, over bad inputs: one `error:` line naming the file or flag.
 
-Each case runs its script in a subprocess and asserts: the exit status (1 for a user error, 2 for
-a flag that does not parse), exactly one `error:` line holding the expected name, no traceback,
-and no output left under a final name. A few cases are inputs that look odd but must work (CRLF
-line ends, raw text with invalid UTF-8, which the original drops). The subprocesses run two at a
-time from a module fixture, so the module costs about one TensorFlow import per two cases.
+Each case runs its script in a process of its own and asserts: the exit status (1 for a user
+error, 2 for a flag that does not parse), exactly one `error:` line holding the expected name, no
+traceback, and no output left under a final name. A few cases are inputs that look odd but must
+work (CRLF line ends, raw text with invalid UTF-8, which the original drops). The processes are
+forked, two at a time, from the session's server that imported TensorFlow once
+(`script_runs`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from pretraining_records import TINY_CONFIG
+from script_runs import Run
 from tiny_models import REPO, SPECIAL_TOKENS
 
 WORDS = ("the", "cat", "sat", "on", "mat", "a", "dog", "ran", "it", "was", "sitting", ".")
@@ -44,8 +44,7 @@ class Case:
     absent: tuple[str, ...] = ()  # final output names that must not exist afterwards
 
     def argv(self, directory: str) -> list[str]:
-        return [sys.executable, os.path.join(REPO, self.script),
-                *(arg.format(d=directory) for arg in self.args)]
+        return [os.path.join(REPO, self.script), *(arg.format(d=directory) for arg in self.args)]
 
 
 _MODEL = ("--vocab_file={d}/vocab.txt", "--bert_config_file={d}/bert_config.json")
@@ -104,6 +103,12 @@ CASES = [
          ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt2", "--do_train",
           "--bert_config_file={d}/bert_config.json", "--max_seq_length=13",
           "--max_predictions_per_seq=3"), "records.tfrecord", absent=("pt2/checkpoint",)),
+    Case("pretrain_lr_end_of_linear_schedule", "run_pretraining.py",
+         ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt5", "--do_train",
+          "--bert_config_file={d}/bert_config.json", "--max_seq_length=16",
+          "--max_predictions_per_seq=3", "--lr_end=1e-6"),
+         "--lr_end is for --lr_schedule=cosine or polynomial, not linear",
+         absent=("pt5/checkpoint",)),
     Case("pretrain_no_config", "run_pretraining.py",
          ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt3", "--do_train"),
          "--bert_config_file is required", absent=("pt3/checkpoint",)),
@@ -126,6 +131,13 @@ CASES = [
          "glue_latin1/train.tsv", absent=("cls5/checkpoint",)),
     Case("classifier_unwritable_output_dir", "run_classifier.py",
          ("--data_dir={d}/glue_label", "--output_dir={d}/a_file/cls", *_CLS), "a_file"),
+    Case("classifier_layerwise_decay_of_shared_layers", "run_classifier.py",
+         ("--data_dir={d}/glue_good", "--output_dir={d}/cls6", "--task_name=MRPC", "--do_train",
+          "--max_seq_length=16", "--vocab_file={d}/vocab.txt",
+          "--albert_config_file={d}/albert_config.json", "--layerwise_lr_decay=0.9",
+          "--train_batch_size=2"),
+         "--layerwise_lr_decay cannot be used with this model: its 2 layers share 1 set(s) of "
+         "weights (ALBERT)", absent=("cls6/checkpoint",)),
     # run_squad.py
     Case("squad_missing_file", "run_squad.py",
          ("--do_predict", "--predict_file={d}/missing.json", "--output_dir={d}/sq1", *_SQUAD),
@@ -196,6 +208,8 @@ def write_inputs(d: str) -> None:
     _write(f"{d}/vocab_nomask.txt", "\n".join(t for t in vocab if t != "[MASK]") + "\n")
     config = BertConfig(**{**TINY_CONFIG, "vocab_size": len(vocab)})
     config.to_json_file(f"{d}/bert_config.json")
+    AlbertConfig(**{**TINY_CONFIG, "vocab_size": len(vocab), "embedding_size": 16}).to_json_file(
+        f"{d}/albert_config.json")
     _write(f"{d}/text.txt", TEXT)
     _write(f"{d}/text_crlf.txt", TEXT.replace("\n", "\r\n"))
     _write(f"{d}/latin1.txt", TEXT.encode("utf-8") + b"caf\xe9 sat.\n")
@@ -210,6 +224,7 @@ def write_inputs(d: str) -> None:
     checkpoints.export_google_checkpoint(BertEncoder(config.replace(hidden_size=48)),
                                          f"{d}/wrong/bert_model.ckpt")
     _write(f"{d}/glue_empty/train.tsv", MRPC_HEADER)
+    _write(f"{d}/glue_good/train.tsv", MRPC_HEADER + MRPC_ROW * 4)
     _write(f"{d}/glue_label/train.tsv", MRPC_HEADER + MRPC_ROW + MRPC_ROW.replace("1", "7", 1))
     _write(f"{d}/glue_latin1/train.tsv", MRPC_HEADER.encode() + b"1\t1\t2\tcaf\xe9.\tthe cat.\n")
     _write(f"{d}/squad_bad.json", '{"version": "1.1", "data": [\n')
@@ -220,23 +235,16 @@ def write_inputs(d: str) -> None:
     _write(f"{d}/ner_empty/train.txt", "\n\n")
 
 
-def _run(case: Case, directory: str) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "BERT_TF_TRACEBACK"}
-    return subprocess.run(case.argv(directory), cwd=directory, capture_output=True, text=True,
-                          env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
-
-
 @pytest.fixture(scope="module")
-def results(request, tmp_path_factory) -> tuple[str, dict[str, subprocess.CompletedProcess]]:
-    """Runs the cases that this session selected (all, or those of `-k`), two at a time."""
-    selected = {item.callspec.params["case"].name for item in request.session.items
-                if "case" in getattr(getattr(item, "callspec", None), "params", {})}
+def results(request, tmp_path_factory, script_runner) -> tuple[str, dict[str, Run]]:
+    """Runs the cases that this session selected (all, or those of `-k`)."""
+    selected = [case for case in CASES if case.name in {
+        item.callspec.params["case"].name for item in request.session.items
+        if "case" in getattr(getattr(item, "callspec", None), "params", {})}]
     directory = str(tmp_path_factory.mktemp("bad_inputs"))
     write_inputs(directory)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = {case.name: pool.submit(_run, case, directory) for case in CASES
-                   if case.name in selected}
-        return directory, {name: future.result() for name, future in futures.items()}
+    runs = script_runner.run_all([(case.argv(directory), directory) for case in selected])
+    return directory, {case.name: run for case, run in zip(selected, runs)}
 
 
 def test_the_sweep_covers_every_script_with_27_cases():
