@@ -138,3 +138,51 @@ def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypat
     assert distribution.speed_warnings(strategy, "float32", use_xla=False) == []
     monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: True)
     assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == []
+
+
+def test_speed_warnings_suggest_bfloat16_on_a_cpu_with_matrix_units(monkeypatch):
+    strategy = tf.distribute.get_strategy()
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: True)
+    [warning] = distribution.speed_warnings(strategy, "float32", use_xla=False)
+    assert warning.startswith("--dtype=float32 on a CPU with AMX-BF16") and "--dtype=bfloat16" in warning
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
+"""
+
+
+def test_cpu_flags_come_from_cpuinfos_flags_line():
+    assert distribution.cpu_flags(CPUINFO) == {"fpu", "avx2", "avx512f", "avx512_bf16", "amx_bf16",
+                                               "amx_tile", "amx_int8"}
+    assert distribution.cpu_flags("processor\t: 0\n") == frozenset()
+    assert distribution.cpu_has_bfloat16_matrix_units(distribution.cpu_flags(CPUINFO))
+    assert not distribution.cpu_has_bfloat16_matrix_units(frozenset({"avx512_bf16", "avx512f"}))
+
+
+@pytest.mark.parametrize("tpu, gpus, flags, want", [
+    (False, [], {"avx512_bf16", "amx_bf16", "amx_tile"}, "bfloat16"),  # Sapphire Rapids
+    (False, [], {"avx512_bf16", "avx512f"}, "float32"),  # AVX512-BF16 without tiles (Zen 4)
+    (False, [], set(), "float32"),
+    (True, [], set(), "bfloat16"),
+    (False, [(8, 0), (9, 0)], set(), "bfloat16"),  # A100, H100
+    (False, [(7, 5)], {"amx_bf16"}, "float16"),  # T4: the GPU decides, not the host CPU
+    (False, [(8, 6), (7, 0)], set(), "float16"),  # the slowest GPU decides
+])
+def test_dtype_auto_picks_what_the_devices_run_fastest(tpu, gpus, flags, want):
+    dtype, reason = distribution.preferred_dtype(tpu, gpus, frozenset(flags))
+    assert dtype == want and reason
+
+
+def test_dtype_auto_resolves_once_with_a_log_line(monkeypatch, caplog):
+    sapphire_rapids = distribution.cpu_flags(CPUINFO)
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: sapphire_rapids)
+    with caplog.at_level("INFO"):
+        assert distribution.resolve_dtype("auto") == "bfloat16"
+        assert distribution.resolve_dtype("float32") == "float32"
+    assert [r.getMessage() for r in caplog.records if "--dtype=auto" in r.getMessage()] == [
+        "--dtype=auto: bfloat16 for a CPU with AMX-BF16 matrix units"]
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    assert distribution.resolve_dtype("auto") == "float32"
