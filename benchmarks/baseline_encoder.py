@@ -46,3 +46,19 @@ def using_encoder(module: types.ModuleType | None):
         yield
     finally:
         albert_modeling.BertEncoder = previous
+
+
+def ratios(rates: dict, revisions: list[str], dtypes: list[str]) -> dict:
+    """Each dtype over float32 per revision, and each revision over the first per dtype."""
+    out = {}
+    if "float32" in dtypes:
+        for revision in revisions:
+            for dtype in dtypes:
+                if dtype != "float32":
+                    out[f"{dtype}/float32 at {revision}"] = round(
+                        rates[revision, dtype] / rates[revision, "float32"], 3)
+    for revision in revisions[1:]:
+        for dtype in dtypes:
+            out[f"{dtype}: {revision}/{revisions[0]}"] = round(
+                rates[revision, dtype] / rates[revisions[0], dtype], 3)
+    return out

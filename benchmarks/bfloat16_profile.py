@@ -27,7 +27,6 @@ import argparse
 import collections
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -38,6 +37,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import baseline_encoder  # noqa: E402
+from machine import machine_info  # noqa: E402
 from span_step_profile import op_times  # noqa: E402
 from bert_tf.model import models  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
@@ -75,24 +75,6 @@ def op_class(op_type: str) -> str:
         if any(op_type.startswith(p) for p in prefixes):
             return name
     return "other"
-
-
-def cpu_description() -> dict:
-    model, flags = platform.processor(), set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return {"cpu_model": model, "cpu_count": os.cpu_count(),
-            "isa": sorted(f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma"))),
-            "tensorflow": tf.__version__,
-            "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(unset)"),
-            "load_average_1min": os.getloadavg()[0]}
 
 
 def random_features(batch: int, labels: bool) -> dict[str, tf.Tensor]:
@@ -153,7 +135,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="profiled steps (after 1 warm-up)")
     parser.add_argument("--top", type=int, default=12, help="op types listed per run")
     args = parser.parse_args()
-    print(json.dumps({"benchmark": "bfloat16_profile_machine", **cpu_description()}), flush=True)
+    print(json.dumps({"benchmark": "bfloat16_profile_machine", **machine_info(tf)}), flush=True)
     encoders = {r: None if r == "." else baseline_encoder.encoder_at(r)
                 for r in args.revisions.split(",")}
     for mode in args.modes.split(","):

@@ -186,3 +186,23 @@ def test_dtype_auto_resolves_once_with_a_log_line(monkeypatch, caplog):
         "--dtype=auto: bfloat16 for a CPU with AMX-BF16 matrix units"]
     monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
     assert distribution.resolve_dtype("auto") == "float32"
+
+
+@pytest.mark.parametrize("argv, cpu, want", [
+    (["--dtype=auto"], {"avx512_bf16", "amx_bf16"}, "bfloat16"),
+    (["--dtype=auto"], {"avx512_bf16"}, "float32"),
+    (["--dtype=auto", "--use_tpu"], set(), "bfloat16"),
+    (["--dtype=float16"], {"amx_bf16"}, "float16"),  # a dtype given is kept
+])
+def test_run_config_from_flags_resolves_dtype_auto(monkeypatch, argv, cpu, want):
+    from absl import flags  # noqa: PLC0415
+
+    from bert_tf.training import flags as training_flags  # noqa: PLC0415
+
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset(cpu))
+    flag_values = flags.FlagValues()
+    flags.DEFINE_string("output_dir", None, "", flag_values=flag_values)
+    flags.DEFINE_bool("use_tpu", False, "", flag_values=flag_values)
+    flags.DEFINE_string("dtype", "float32", "", flag_values=flag_values)
+    flag_values(["prog", "--output_dir=out", *argv])
+    assert training_flags.run_config_from_flags(flag_values).dtype == want
