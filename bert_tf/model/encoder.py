@@ -36,7 +36,7 @@ Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", everything
 embeddings and the outputs runs in the compute dtype (products, attention, GELU, dropout,
 residual sums, LayerNorm's normalization) while variables stay float32; float32 only where the
 numerics need it: the embedding sum (float32 tables), LayerNorm's statistics and softmax's sum
-(docs/modeling.md, "bfloat16"). The outputs (`sequence_output`, `pooled_output`,
+(docs/modeling.md, "Mixed precision"). The outputs (`sequence_output`, `pooled_output`,
 `encoder_outputs`) are in the compute dtype. Under the pure "bfloat16" policy (the bfloat16
 exports) the variables are bfloat16 too.
 """
@@ -129,8 +129,8 @@ class LayerNorm(keras.layers.Layer):
 
     A float32 input is normalized in float32 (the embeddings' sum). A bfloat16 or float16 input
     is cast once for the statistics only, and normalized in its own dtype with the [T,1] mean
-    and 1/σ rounded to it: the [T,H] tensor is never cast back, and the error stays that of one
-    rounding of the input. Variables `gamma`, `beta` [H] keep the variable dtype (the layer
+    and 1/σ rounded to it: the [T,H] tensor is never cast back, and the output is off by a few
+    units of its last place (three roundings). Variables `gamma`, `beta` [H] keep the variable dtype (the layer
     does not autocast them).
     """
 
