@@ -182,8 +182,10 @@ class TokenLayout:
         else:
             ends = tf.reduce_max(tf.where(input_mask != 0, tf.range(1, self.seq_length + 1), 0),
                                  axis=1)  # [B], 0 for a row of padding only
-            self.key_length = tf.where(tf.reduce_min(ends) == 0, self.seq_length,
-                                       tf.reduce_max(ends))
+            # All S keys when some row is padding only (it attends every position) or there is
+            # no row at all (a max over no rows is no length).
+            self.key_length = tf.where(tf.reduce_any(ends == 0) | (self.batch == 0),
+                                       self.seq_length, tf.reduce_max(ends))
             bias = ((1.0 - tf.cast(input_mask[:, :self.key_length], tf.float32))
                     * ATTENTION_MASK_BIAS)  # [B,K]
         # → [B,1,1,S|K]: one bias row broadcast over heads and query positions.
@@ -326,33 +328,39 @@ class TransformerBlock(keras.layers.Layer):
             return tf.split(fused, len(layers), axis=1)
         return [tf.nn.bias_add(tf.matmul(x, k), b) for k, b in zip(kernels, biases)]
 
-    def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
-        """[B*Q,H] → [B,N,Q,D]."""
-        x = tf.reshape(x, [batch, -1, self.num_heads, self.head_size])  # [B,Q,N,D]
+    def _heads(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+        """[B*Q,H] → [B,N,Q,D], Q = `length` (given: a batch of no rows has no Q to infer)."""
+        x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])  # [B,Q,N,D]
         return _swap_heads(x)
 
     def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
-                   training) -> tf.Tensor:
+                   training) -> tuple[tf.Tensor, tf.Tensor]:
         """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] or, with `layout.key_length`,
-        [B*K,H] (`layout.key_rows`) → context [B*Q,H]."""
+        [B*K,H] (`layout.key_rows`) → (context [B*Q,H], float32 scores [B,N,Q,S|K] before the
+        mask and softmax)."""
         batch = layout.batch
-        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|K,D]
+        queries = tf.shape(q)[0] // tf.maximum(batch, 1)
+        keys = tf.shape(layout.mask_bias)[-1]  # S or K
+        q = self._heads(q, batch, queries)  # [B,N,Q,D]
+        k, v = (self._heads(t, batch, keys) for t in (k, v))  # [B,N,K,D]
         # Scaled on q ([B,N,Q,D]), not on the scores ([B,N,Q,K]): fewer values to multiply.
         q *= tf.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
         # Softmax sums in float32: the one cast pair of a block that the numerics need.
-        probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) + layout.mask_bias, axis=-1),
-                        q.dtype)
+        scores = tf.cast(scores, tf.float32)
+        probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = _swap_heads(tf.matmul(probs, v))  # [B,Q,N,D]
-        return tf.reshape(context, [-1, self.num_heads * self.head_size])  # [B*Q,H]
+        return tf.reshape(context, [-1, self.num_heads * self.head_size]), scores  # [B*Q,H]
 
     def call(self, x: tf.Tensor, layout: TokenLayout, training=False,
-             query_rows: tf.Tensor | None = None) -> tf.Tensor:
+             query_rows: tf.Tensor | None = None, return_attention_scores: bool = False):
         """x: [T,H], the real-token rows of `layout` → [T,H].
 
         With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
         are computed past the keys and values (the original's heads read no others): → [B*Q,H].
+        With `return_attention_scores`: (that, the float32 scores [B,N,Q,S|K] before the mask and
+        softmax; 0 at padding rows and keys while padding is skipped).
         """
         if query_rows is None and layout.key_length is not None:
             # Every position is a row: keys and values only where attention reads them.
@@ -371,14 +379,15 @@ class TransformerBlock(keras.layers.Layer):
                 k, v = layout.key_rows(k), layout.key_rows(v)  # [B*K,H]: the mask's K columns
             residual = tf.gather(x, query_rows)  # [B*Q,H]
             q, = self._projections(residual, (self.query,), training)
-        context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
+        context, scores = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
         if query_rows is None:
             context = layout.unpad(context)  # [T,H]
         attention = self.hidden_dropout(self.attention_output(context), training=training)
         # Residual sums in the compute dtype: LayerNorm takes its statistics in float32.
         x = self.attention_layer_norm(attention + residual)
         hidden = self.hidden_dropout(self.output_dense(self.intermediate(x)), training=training)
-        return self.output_layer_norm(hidden + x)
+        x = self.output_layer_norm(hidden + x)
+        return (x, scores) if return_attention_scores else x
 
 
 _KEEP_PADDING = threading.local()
@@ -410,7 +419,9 @@ class BertEncoder(keras.Model):
     `input_ids`; `input_mask` (1 = real token, 0 = padding; default all ones); `segment_ids`
     (default all zeros). Returns a dict: `sequence_output` [B,S,H], `pooled_output` [B,H] (dense
     + tanh on the first token), `encoder_outputs` (list of L tensors [B,S,H], one per block),
-    `embedding_output` [B,S,H] (the blocks' input: the embeddings after LayerNorm and dropout).
+    `embedding_output` [B,S,H] (the blocks' input: the embeddings after LayerNorm and dropout),
+    and with `output_attention_scores=True` `attention_scores` (list of L float32 [B,N,S,S]: each
+    block's scaled query·key scores before the mask and softmax, as distillation reads them).
     See the module docstring for variable names and mixed
     precision.
 
@@ -466,8 +477,8 @@ class BertEncoder(keras.Model):
         """The word-embedding variable [V,H] (float32); the masked-LM head ties to it."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs: dict, training=False, output_positions: tf.Tensor | None = None
-             ) -> dict:
+    def call(self, inputs: dict, training=False, output_positions: tf.Tensor | None = None,
+             output_attention_scores: bool = False) -> dict:
         input_ids = tf.convert_to_tensor(inputs["input_ids"])
         input_mask = inputs.get("input_mask")
         input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
@@ -486,17 +497,28 @@ class BertEncoder(keras.Model):
             positions = tf.concat([first, output_positions], 1)  # [B,1+P]
             rows = blocks[-1](x, layout=layout, training=training,
                               query_rows=layout.rows_at(positions))
-            rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]
+            rows = tf.reshape(rows, [layout.batch, tf.shape(positions)[1],
+                                     hidden_size])  # [B,1+P,H]
             return {"selected_output": rows[:, 1:], "pooled_output": self.pooler(rows[:, 0])}
-        embedding_output = tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, -1])
-        encoder_outputs = []
+        embedding_output = tf.reshape(layout.pad(x),
+                                      [layout.batch, layout.seq_length, x.shape[-1]])
+        encoder_outputs, attention_scores = [], []
         for block in blocks:
-            x = block(x, layout=layout, training=training)
+            if output_attention_scores:
+                x, scores = block(x, layout=layout, training=training,
+                                  return_attention_scores=True)
+                attention_scores.append(scores)
+            else:
+                x = block(x, layout=layout, training=training)
             encoder_outputs.append(
                 tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
         first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
-        return {"sequence_output": encoder_outputs[-1], "pooled_output": self.pooler(first_tokens),
-                "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+        outputs = {"sequence_output": encoder_outputs[-1],
+                   "pooled_output": self.pooler(first_tokens),
+                   "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+        if output_attention_scores:
+            outputs["attention_scores"] = attention_scores
+        return outputs
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
         """A zero batch of the input dict, for building or tracing."""

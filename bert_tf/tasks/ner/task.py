@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import crf as crf_ops
 from bert_tf.model import losses, models
@@ -157,19 +158,22 @@ class Split(NamedTuple):
 
 
 def resolve_labels(options: NerOptions, output_dir: str,
-                   train: list[tagging.Sentence] | None) -> list[str]:
+                   train: list[tagging.Sentence] | None,
+                   init_checkpoint: str | None = None) -> list[str]:
     """The label list (see NerOptions.labels).
 
     When `output_dir` holds checkpoints, its label_list.txt is the list they were trained with
-    (one model output per label): it is used, and a different --labels is an error.
+    (one model output per label): it is used, and a different --labels is an error. A Hugging
+    Face `init_checkpoint` brings its id2label the same way (model_config.checkpoint_labels).
     """
     saved_path = os.path.join(output_dir, LABEL_LIST_FILE)
     saved = None
     if os.path.isfile(saved_path) and tf.train.latest_checkpoint(output_dir):
         with open(saved_path, encoding="utf-8") as f:
             saved = [line.rstrip("\n") for line in f if line.strip()]
-    if options.labels:
-        labels = list(options.labels)
+    given = model_config.checkpoint_labels(options.labels, init_checkpoint, "--labels")
+    if given:
+        labels = given
         for label in labels:
             tag_metrics.split_tag(label)
     elif saved is not None:
@@ -252,10 +256,13 @@ def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, sp
 
 
 def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
-    if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
+    if not (options.do_train or options.do_eval or options.do_predict or options.export_dir
+            or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
-                        "--export_dir")
+                        "--export_dir, --export_hf_dir")
     precision.check_export_dtype(options.export_dtype)
+    if options.export_hf_dir and options.lstm_size:
+        raise hf_export.HfExportError(hf_export.LSTM_REFUSAL)
     if options.data_format not in tagging.DATA_FORMATS:
         raise UserError(f"--data_format must be one of {tagging.DATA_FORMATS}")
     if options.tag_scheme not in tagging.TAG_SCHEMES:
@@ -287,7 +294,8 @@ def reported_keys(labels: Sequence[str]) -> list[str]:
 
 
 def run_ner(options: NerOptions, run_config: training.RunConfig,
-            strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
+            strategy: tf.distribute.Strategy | None = None,
+            training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
     """Trains, evaluates and predicts, as `options` asks.
 
     Args:
@@ -295,6 +303,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from
         the training windows, num_train_epochs and warmup_proportion.
       strategy: from `bert_tf.training.distribution`; None picks the default.
+      training_task: what --do_train trains in place of the tagging task (given it).
 
     Returns:
       {"labels", "train": loop figures, "eval": eval_results.txt's figures, "test": test
@@ -307,7 +316,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     os.makedirs(output_dir, exist_ok=True)
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)
              if options.do_train else None)
-    labels = resolve_labels(options, output_dir, train)
+    labels = resolve_labels(options, output_dir, train, run_config.init_checkpoint)
     _check(options, labels)
     finetuning.write_label_list(output_dir, labels)
     tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
@@ -347,8 +356,10 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
             options, output_dir, lambda path: evaluate(path)[0],
             split.features.num_windows // run_config.train_batch_size, DEFAULT_BEST_METRIC,
             reported_keys(labels), training.is_chief(strategy or tf.distribute.get_strategy()))
-        out["train"] = training.train(task, run_config, input_fn(
-            split, options.max_seq_length, True, run_config.seed, options), strategy, evaluator)
+        out["train"] = training.train(
+            training_task(task) if training_task else task, run_config,
+            input_fn(split, options.max_seq_length, True, run_config.seed, options), strategy,
+            evaluator)
     if options.do_eval:
         out["eval"], predicted = evaluate()
         out["files"].update(_write_outputs(output_dir, "eval", dev[0], options, predicted,
@@ -378,6 +389,11 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
             labels, options.max_seq_length, options.window_overlap, options.data_format == "char",
             decoder=lambda outputs, weights: task.decoded({"label_weights": weights}, outputs))
         logging.info("Exported the SavedModel to %s", out["export_dir"])
+    if options.export_hf_dir:
+        checkpoint = best_checkpoint.prediction_checkpoint(output_dir, options.predict_from)
+        out["export_hf_dir"] = finetuning.export_hf(
+            options, training.load_model(task, run_config, checkpoint=checkpoint), strategy,
+            hf_export.HeadLabels(labels))
     return out
 
 

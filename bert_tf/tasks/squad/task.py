@@ -151,8 +151,9 @@ def predict_input_fn(cached: squad_records.CachedRecords, max_seq_length: int):
 
 
 def _check(options: SquadOptions) -> None:
-    if not (options.do_train or options.do_predict or options.export_dir):
-        raise UserError("nothing to do: set --do_train, --do_predict and/or --export_dir")
+    if not (options.do_train or options.do_predict or options.export_dir or options.export_hf_dir):
+        raise UserError("nothing to do: set --do_train, --do_predict, --export_dir and/or "
+                        "--export_hf_dir")
     precision.check_export_dtype(options.export_dtype)
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
@@ -170,7 +171,8 @@ def _check(options: SquadOptions) -> None:
 
 
 def run_squad(options: SquadOptions, run_config: training.RunConfig,
-              strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
+              strategy: tf.distribute.Strategy | None = None,
+              training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
     """Trains and/or predicts (and evaluates), as `options` asks.
 
     Args:
@@ -178,6 +180,7 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from the
         number of training questions, num_train_epochs and warmup_proportion.
       strategy: from `bert_tf.training.distribution`; None picks the default.
+      training_task: what --do_train trains in place of the span task (given it).
 
     Returns:
       {"train": loop figures, "train_counts", "predict_counts": read/feature counts,
@@ -216,7 +219,8 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                                   tokenizer, checkpoint=path, write=False)["eval"],
             cached.num_examples // run_config.train_batch_size, DEFAULT_BEST_METRIC,
             None, training.is_chief(strategy or tf.distribute.get_strategy()))
-        out["train"] = training.train(task, run_config, input_fn, strategy, evaluator)
+        out["train"] = training.train(training_task(task) if training_task else task,
+                                      run_config, input_fn, strategy, evaluator)
     if options.do_predict:
         cached = predict_records()
         out["predict_counts"] = cached.counts
@@ -226,6 +230,11 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
     log_summary(out)
     if options.export_dir:
         out["export_dir"] = _export(options, task, run_config, out.get("eval"))
+    if options.export_hf_dir:
+        checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir,
+                                                           options.predict_from)
+        out["export_hf_dir"] = finetuning.export_hf(
+            options, training.load_model(task, run_config, checkpoint=checkpoint), strategy)
     return out
 
 
