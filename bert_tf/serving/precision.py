@@ -9,12 +9,12 @@ matrix products run on the tile units.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Callable
 
 import keras
 import tensorflow as tf
 
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 
 EXPORT_DTYPES = ("float32", "bfloat16")
@@ -75,8 +75,7 @@ def saved_dtype(export_dir: str) -> str:
     from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415
 
     saved = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        saved.ParseFromString(f.read())
+    saved.ParseFromString(filesystem.read_bytes(filesystem.join(export_dir, "saved_model.pb")))
     bfloat16 = any(node.variable.dtype == tf.bfloat16.as_datatype_enum
                    for meta_graph in saved.meta_graphs
                    for node in meta_graph.object_graph_def.nodes
