@@ -415,4 +415,4 @@ def _evaluate(task, loop_task, run_config, cache, strategy, trim_features,
         if options and options.tune_thresholds:
             thresholds = multi_label_metrics.tune_thresholds(*_multi_label_rows(rows))
             multi_label_metrics.write_thresholds(run_config.output_dir, task.labels, thresholds)
-    return eval_metrics(task, loop_results, rows, thresholds, per_text=loop_task.windows)
+    return eval_metrics(task, loop_results, rows, thresholds, loop_task.windows)
