@@ -14,7 +14,7 @@ import pytest
 from bert_tf.errors import UserError
 from bert_tf.training.log import read_eval_results, write_eval_results
 from bert_tf.workflows.search import grid as search_grid, trials as search
-from tiny_models import REPO
+from tiny_models import REPO, words_of_files, write_tiny_model
 
 STUB = [sys.executable, os.path.join(REPO, "tests", "search_stub.py")]
 
@@ -38,7 +38,7 @@ def test_default_grid_is_the_papers_18_runs():
     assert len(trials) == 18
     assert trials[0].flags() == ["--learning_rate=5e-5", "--train_batch_size=16",
                                  "--num_train_epochs=2"]
-    assert trials[-1].name == "learning_rate=2e-5,train_batch_size=32,num_train_epochs=4"
+    assert trials[-1].name == "learning_rate=2e-5__train_batch_size=32__num_train_epochs=4"
     assert {t.values for t in trials} == {
         (("learning_rate", lr), ("train_batch_size", b), ("num_train_epochs", e))
         for lr in ("5e-5", "3e-5", "2e-5") for b in ("16", "32") for e in ("2", "3", "4")}
@@ -69,17 +69,17 @@ def test_search_picks_the_best_trial_and_resumes(tmp_path, capsys):
     first = search.run_search(options)
     # 3e-4's first attempt was killed: recorded as failed, the best of the others chosen.
     records = {r["trial"]: r for r in _records(output_dir)}
-    killed = "learning_rate=3e-4,num_train_epochs=2"
+    killed = "learning_rate=3e-4__num_train_epochs=2"
     assert first["failed"] == [killed]
     assert records[killed]["status"] == "failed" and records[killed]["exit_code"] == -9
     assert "stub run, attempt 1" in records[killed]["output"]
-    assert first["best"]["trial"] == "learning_rate=2e-4,num_train_epochs=2"
+    assert first["best"]["trial"] == "learning_rate=2e-4__num_train_epochs=2"
     capsys.readouterr()
     second = search.run_search(options)
     assert second["failed"] == []
     records = _records(output_dir)
     assert [r["trial"] for r in records] == [
-        "learning_rate=1e-4,num_train_epochs=2", killed, "learning_rate=2e-4,num_train_epochs=2"]
+        "learning_rate=1e-4__num_train_epochs=2", killed, "learning_rate=2e-4__num_train_epochs=2"]
     # Done trials ran once; the killed one started again in its directory and resumed there.
     assert [_starts(r["output_dir"]) for r in records] == [1, 2, 1]
     with open(os.path.join(output_dir, killed, "progress.json"), encoding="utf-8") as f:
@@ -156,3 +156,27 @@ def test_script_runs_the_search_and_names_failures(tmp_path):
         f"best: learning_rate=1e-4 (eval_accuracy = 0.5400): --output_dir={output_dir}/"
         "learning_rate=1e-4")
     assert "stub run, attempt 1" in done.stderr  # the trials' output is shown
+
+
+def test_one_real_run_classifier_trial(tmp_path, capsys):
+    demo = os.path.join(REPO, "demo", "data", "classification")
+    vocab_file, config_file = write_tiny_model(tmp_path, words_of_files(
+        os.path.join(demo, name) for name in ("train.tsv", "dev.tsv")))
+    options = search.SearchOptions(
+        command=[sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=SST-2",
+                 f"--data_dir={demo}", f"--vocab_file={vocab_file}",
+                 f"--bert_config_file={config_file}", "--do_train", "--max_seq_length=16",
+                 "--eval_batch_size=16", "--best_metric=eval_accuracy"],
+        output_dir=str(tmp_path / "search"), grid="learning_rate=5e-4;num_train_epochs=0.1;"
+                                                  "train_batch_size=16")
+    record = search.run_search(options)["best"]
+    assert record["status"] == "done", record
+    trial_dir = record["output_dir"]
+    with open(os.path.join(trial_dir, "best_state.json"), encoding="utf-8") as f:
+        state = json.load(f)
+    dev = read_eval_results(os.path.join(trial_dir, "best", "eval_results.txt"))
+    assert record["score"] == state["best_score"] == dev["eval_accuracy"]
+    assert record["best_step"] == 5 == dev["global_step"]  # 800 examples / 16 × 0.1
+    assert os.path.basename(trial_dir) == "learning_rate=5e-4__num_train_epochs=0.1__train_batch_size=16"
+    assert os.path.exists(os.path.join(record["checkpoint_dir"], "checkpoint"))
+    capsys.readouterr()

@@ -28,8 +28,9 @@ class Trial:
 
     @property
     def name(self) -> str:
-        """The trial's sub-directory: `learning_rate=5e-5,train_batch_size=16,...`."""
-        return ",".join(f"{flag}={value}" for flag, value in self.values)
+        """The trial's sub-directory: `learning_rate=5e-5__train_batch_size=16__...` (no comma:
+        the scripts read comma-separated file lists from paths in the run directory)."""
+        return "__".join(f"{flag}={value}" for flag, value in self.values)
 
     def flags(self) -> list[str]:
         return [f"--{flag}={value}" for flag, value in self.values]
