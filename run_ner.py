@@ -58,6 +58,7 @@ training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_padding_flags()
 training_flags.define_finetuning_flags()
+training_flags.define_hf_export_flags()
 training_flags.define_selection_flags(ner_task.DEFAULT_BEST_METRIC)
 training_flags.define_flags()
 

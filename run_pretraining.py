@@ -42,7 +42,8 @@ flags.DEFINE_bool("eval_one_pass", False, "Evaluate one pass over the eval recor
 flags.DEFINE_string("eval_input_file", None, "Records to evaluate on (default: --input_file).")
 flags.DEFINE_bool("export_google_checkpoint", False, "At the end of training, also write the "
                   "model in the original's TF1 layout to <output_dir>/google_checkpoint/.")
-training_flags.define_model_flags(tokenizer=False)
+training_flags.define_model_flags()  # the tokenizer flags: what --export_hf_dir ships
+training_flags.define_hf_export_flags()
 training_flags.define_flags()
 flags.mark_flags_as_required(["input_file", "output_dir"])
 

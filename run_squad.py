@@ -42,6 +42,7 @@ flags.DEFINE_string("export_dir", None, "Write a SavedModel that answers questio
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_finetuning_flags(with_eval=False)
+training_flags.define_hf_export_flags()
 training_flags.define_selection_flags("f1 (the --predict_file's, which needs answers)")
 training_flags.define_flags()
 

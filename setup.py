@@ -26,6 +26,7 @@ SCRIPTS = {
     "bert-build-vocab": "build_vocab",
     "bert-extend-vocab": "extend_vocab",
     "bert-predict": "predict",
+    "bert-export-hf": "export_hf",
     "bert-search": "search",
 }
 # Only scripts that exist are installed, so a checkout mid-way through the project still installs.

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from typing import Callable, Iterator
+import uuid
+from typing import Any, Callable, Iterator, Mapping
 
 import tensorflow as tf
 
@@ -70,3 +71,39 @@ def write_text_atomically(path: str, text: str) -> None:
         with tf.io.gfile.GFile(tmp, "w") as writer:
             writer.write(text)
     tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def write_directory_atomically(directory: str, write_into: Callable[[str], None],
+                               name_in_errors: str | None = None,
+                               order: Callable[[str], Any] = lambda name: 0) -> None:
+    """Fills a temporary directory beside `directory` with `write_into(tmp)`, then moves it in.
+
+    A new local `directory` is renamed into place whole. An existing one, or one on a `scheme://`
+    file system (object stores and ram:// rename objects, not directories), receives the files
+    by rename in `order(name)` order (e.g. a checkpoint's data before its index), so a reader
+    never finds a file without the ones it needs. A full disk is one DiskFullError naming
+    `name_in_errors` (default: `directory`), with the temporary directory removed.
+    """
+    directory = directory.rstrip("/") or "."
+    new_directory = not tf.io.gfile.isdir(directory) and "://" not in directory
+    parent = os.path.dirname(directory) if new_directory else directory
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    tmp = os.path.join(parent, f".tmp-{os.path.basename(directory)}-{uuid.uuid4().hex[:8]}")
+    tf.io.gfile.makedirs(tmp)
+    with named_when_full(name_in_errors or directory, lambda: remove_if_exists(tmp)):
+        write_into(tmp)
+    if new_directory:
+        tf.io.gfile.rename(tmp, directory)
+        return
+    for name in sorted(tf.io.gfile.listdir(tmp), key=lambda n: (order(n), n)):
+        tf.io.gfile.rename(os.path.join(tmp, name), os.path.join(directory, name), overwrite=True)
+    tf.io.gfile.rmtree(tmp)
+
+
+def write_files(directory: str, files: Mapping[str, str | bytes]) -> None:
+    """Writes each `name: text or bytes` of `files` into `directory` (local or tf.io.gfile)."""
+    for name, content in files.items():
+        mode = "wb" if isinstance(content, bytes) else "w"
+        with tf.io.gfile.GFile(os.path.join(directory, name), mode) as f:
+            f.write(content)

@@ -106,3 +106,25 @@ def hf_tf1_name(hf_name: str) -> tuple[str | None, bool]:
     if scope in ("sop_classifier.classifier", "classifier", "qa_outputs"):  # [out,in] in both
         return f"{tf1_scope}/output_{'weights' if leaf == 'weight' else 'bias'}".lstrip("/"), False
     return f"{tf1_scope}/{'kernel' if leaf == 'weight' else 'bias'}", leaf == "weight"
+
+
+def tf1_hf_name(tf1: str) -> str | None:
+    """The Hugging Face ALBERT name (without "albert.") that `hf_tf1_name` translates to `tf1`,
+    or None: its inverse, from the same tables (hf_export checks each name back through it)."""
+    if tf1 == "cls/predictions/output_bias":
+        return "predictions.bias"
+    match = re.match(r"^bert/embeddings/(\w+_embeddings)$", tf1)
+    if match:
+        return f"embeddings.{match.group(1)}.weight"
+    tf1_scope, _, leaf = tf1.rpartition("/")
+    leaf = {"gamma": "weight", "beta": "bias", "kernel": "weight", "output_weights": "weight",
+            "output_bias": "bias"}.get(leaf, leaf)
+    block = re.match(r"^bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/(.+)$", tf1_scope)
+    if block:
+        scopes = {v: k for k, v in _HF_BLOCK_SCOPES.items()}
+        if block.group(3) not in scopes:
+            return None
+        return (f"encoder.albert_layer_groups.{block.group(1)}.albert_layers.{block.group(2)}."
+                f"{scopes[block.group(3)]}.{leaf}")
+    scopes = {v: k for k, v in _HF_SCOPES.items()}
+    return f"{scopes[tf1_scope]}.{leaf}" if tf1_scope in scopes else None

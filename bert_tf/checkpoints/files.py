@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from typing import Callable, Mapping
 
 import numpy as np
@@ -112,26 +111,17 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
         checkpoint (bert_config.json, vocab.txt).
     """
     directory, base = os.path.split(os.fspath(prefix))
-    directory, files = directory or ".", files or {}
-    new_directory = not tf.io.gfile.isdir(directory)
-    parent = os.path.dirname(directory.rstrip("/")) if new_directory else directory
-    if parent:
-        tf.io.gfile.makedirs(parent)
-    tmp = os.path.join(parent, f".tmp-{base}-{uuid.uuid4().hex[:8]}")
-    names = sorted(arrays)
-    with full_disk.named_when_full(os.fspath(prefix), lambda: full_disk.remove_if_exists(tmp)):
+    files = files or {}
+
+    def write_into(tmp: str) -> None:
+        names = sorted(arrays)
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
-        for name, text in files.items():
-            mode = "wb" if isinstance(text, bytes) else "w"
-            with tf.io.gfile.GFile(os.path.join(tmp, name), mode) as f:
-                f.write(text)
-    if new_directory:
-        tf.io.gfile.rename(tmp, directory)
-        return
-    for name in sorted(tf.io.gfile.listdir(tmp), key=lambda n: (n.endswith(".index"), n in files)):
-        tf.io.gfile.rename(os.path.join(tmp, name), os.path.join(directory, name), overwrite=True)
-    tf.io.gfile.rmtree(tmp)
+        full_disk.write_files(tmp, files)
+
+    full_disk.write_directory_atomically(
+        directory or ".", write_into, name_in_errors=os.fspath(prefix),
+        order=lambda name: (name.endswith(".index"), name in files))
 
 
 class ObjectCheckpoint:

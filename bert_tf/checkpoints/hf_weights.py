@@ -76,6 +76,36 @@ def tf1_name(hf_name: str) -> tuple[str | None, bool]:
     return None, False
 
 
+def hf_name(tf1: str) -> str | None:
+    """The Hugging Face name (without "bert.") that `tf1_name` translates to `tf1`, or None.
+
+    The inverse of `tf1_name` for the export (hf_export checks every name it writes back through
+    `tf1_name`, so the two cannot drift apart).
+    """
+    heads = {tf1_head: name for name, (tf1_head, _) in _HEAD_NAMES.items()}
+    if tf1 in heads:
+        return heads[tf1]
+    if not tf1.startswith("bert/"):
+        return None
+    *scope, leaf = tf1[len("bert/"):].split("/")
+    if leaf.endswith("_embeddings"):
+        scope, leaf = [*scope, leaf], "weight"
+    else:
+        leaf = {"gamma": "weight", "beta": "bias", "kernel": "weight"}.get(leaf, leaf)
+    return re.sub(r"^encoder\.layer_(\d+)\.", r"encoder.layer.\1.", ".".join([*scope, leaf]))
+
+
+def label_names(directory: str) -> list[str] | None:
+    """A Hugging Face classifier's label names (`id2label` in id order), or None when the
+    directory names none of its own (no id2label, or transformers' LABEL_0, LABEL_1, ...)."""
+    with open(os.path.join(directory, CONFIG_FILE), encoding="utf-8") as f:
+        id2label = json.load(f).get("id2label") or {}
+    labels = [id2label.get(str(i)) for i in range(len(id2label))]
+    if None in labels or labels == [f"LABEL_{i}" for i in range(len(labels))]:
+        return None
+    return labels
+
+
 def _weight_files(directory: str) -> list[str]:
     index = os.path.join(directory, WEIGHTS_INDEX_FILE)
     if os.path.isfile(index):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Sequence
 
 from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import MissingFileError, UserError
@@ -31,6 +32,24 @@ from bert_tf.model.config import BertConfig, read_config_json
 BERT_CONFIG_FILE = "bert_config.json"
 ALBERT_CONFIG_FILE = "albert_config.json"  # beside google-research/albert's checkpoints
 HF_CONFIG_KEYS = ("model_type", "transformers_version")  # in every config transformers writes
+
+
+def checkpoint_labels(labels: Sequence[str] | None, init_checkpoint: str | None, flag: str
+                      ) -> list[str] | None:
+    """The head's label names: `labels` when given, else those a Hugging Face --init_checkpoint
+    brings (config.json's id2label; None when it names none).
+
+    Raises:
+      UserError: `labels` given and not the directory's (names or order): its head was trained
+        on the directory's, and another list would mislabel every prediction.
+    """
+    brought = (hf_weights.label_names(init_checkpoint)
+               if init_checkpoint and hf_weights.is_hf_directory(init_checkpoint) else None)
+    if labels and brought is not None and list(labels) != brought:
+        raise UserError(f"{flag}={','.join(labels)} differs from the id2label of "
+                        f"{init_checkpoint}/config.json ({','.join(brought)}), the labels its head "
+                        f"was trained on in that order: give those (or leave {flag} out)")
+    return list(labels) if labels else brought
 
 
 def load_model_config(path: str | os.PathLike) -> BertConfig:

@@ -181,11 +181,31 @@ def init_from_checkpoint(model, path: str | os.PathLike) -> CheckpointReport:
         arrays, ignored = read_arrays(kind, location)
         report = _load_arrays(model, arrays, CheckpointReport(location, kind, ignored=ignored))
     logging.info("%s", report)
+    logging.info("%s: %s", location, heads_summary(model, report))
     if report.missing or report.mismatched:
         logging.warning("%s: %d model weights were NOT loaded and keep their initial values: %s",
                         location, len(report.missing) + len(report.mismatched),
                         ", ".join(report.missing + report.mismatched))
     return report
+
+
+def heads_summary(model, report: CheckpointReport) -> str:
+    """Which heads the checkpoint holds, and which of the model's were loaded or newly
+    initialised: "heads found: classifier; loaded: classifier; newly initialised: none"."""
+    names_of = {head: set(names) for head, names in _HEAD_NAMES.items()}
+    in_checkpoint = set(report.loaded) | set(report.unused) | {
+        entry.split(" ")[0] for entry in report.mismatched}
+    found = [head for head, names in names_of.items() if names & in_checkpoint
+             # bert_tf checkpoints name what the model does not use by object path
+             or any(f"/{head}/" in f"/{name}" for name in report.unused)]
+    if "classifier" in found and "token_classifier" in found:  # one set of TF1 names, two heads
+        found.remove("token_classifier" if getattr(model, "token_classifier", None) is None
+                     else "classifier")
+    model_heads = [head for head in _HEAD_NAMES if getattr(model, head, None) is not None]
+    loaded = [head for head in model_heads if names_of[head] <= set(report.loaded)]
+    new = [head for head in model_heads if head not in loaded]
+    return (f"heads found: {', '.join(found) or 'none'}; loaded: {', '.join(loaded) or 'none'}; "
+            f"newly initialised: {', '.join(new) or 'none'}")
 
 
 def _check_hf_activation(hidden_act: str, directory: str) -> None:

@@ -22,7 +22,7 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.text import tokenizers
-from bert_tf.checkpoints import model_config
+from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets
@@ -60,6 +60,9 @@ class FinetuningOptions:
     best_metric: str | None = None
     early_stopping_patience: int = 0
     predict_from: str = "best"
+    # The model as a Hugging Face directory at the end (checkpoints/hf_export.py).
+    export_hf_dir: str | None = None
+    export_hf_dtype: str = "float32"
 
     def trim_features(self, names: Sequence[str] = MODEL_INPUTS) -> tuple[str, ...]:
         """The [B,S] features the input pipelines trim to each batch's longest sequence
@@ -97,6 +100,20 @@ class FinetuningOptions:
             tokenizers.check_vocab_size(tokenizer.vocab, bert_config.vocab_size, source)
         return with_conversion(tokenizer, self.chinese_conversion)
 
+    def hf_tokenizer(self) -> hf_export.TokenizerFiles:
+        """The tokenizer files and settings an --export_hf_dir directory ships.
+
+        Raises:
+          HfExportError: --chinese_conversion, which transformers' tokenizers cannot do.
+        """
+        if self.chinese_conversion != "none":
+            raise hf_export.HfExportError(
+                f"--export_hf_dir with --chinese_conversion={self.chinese_conversion}: "
+                "transformers' tokenizers have no OpenCC conversion; convert the text before "
+                "tokenizing it there, and export without the flag")
+        return hf_export.TokenizerFiles(self.vocab_file, self.spm_model_file,
+                                        self.do_lower_case, self.max_seq_length)
+
     def load_bert_config(self, run_config: training.RunConfig) -> BertConfig:
         """The model's config: --bert_config_file, else the checkpoint's or the run's own."""
         return model_config.resolve_model_config(
@@ -111,6 +128,15 @@ class EncoderTask(training.Task):
     def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
                 training: bool) -> Mapping[str, tf.Tensor]:
         return model({name: features[name] for name in MODEL_INPUTS}, training=training)
+
+
+def export_hf(options: FinetuningOptions, model: keras.Model, strategy,
+              head: hf_export.HeadLabels = hf_export.HeadLabels()) -> str | None:
+    """Writes `model` to --export_hf_dir (on the chief only); returns the directory."""
+    if not training.is_chief(strategy or tf.distribute.get_strategy()):
+        return None
+    return hf_export.export_hf_directory(model, options.export_hf_dir, options.hf_tokenizer(),
+                                         head, options.export_hf_dtype)
 
 
 def num_train_steps(num_examples: int, train_batch_size: int, num_train_epochs: float) -> int:

@@ -108,6 +108,16 @@ def define_finetuning_flags(*, with_eval: bool = True,
            "first 10%).")
 
 
+def define_hf_export_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """--export_hf_dir and --export_hf_dtype: the model as a Hugging Face directory
+    (bert_tf.checkpoints.hf_export; docs/checkpoints.md)."""
+    flags.DEFINE_string("export_hf_dir", None, "At the end, also write the model as a Hugging "
+                        "Face directory here (config.json, model.safetensors, the tokenizer) "
+                        "that transformers' from_pretrained loads.", flag_values=flag_values)
+    flags.DEFINE_enum("export_hf_dtype", "float32", ["float32", "bfloat16"], "The weights' "
+                      "dtype in --export_hf_dir.", flag_values=flag_values)
+
+
 def define_selection_flags(default_metric: str = "the task's main metric",
                            flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """Evaluation during training, the best checkpoint and early stopping (run_classifier.py,

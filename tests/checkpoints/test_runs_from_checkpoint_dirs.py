@@ -4,7 +4,9 @@ without --bert_config_file: the checkpoint brings its config (bert_tf.checkpoint
 Runs are kept tiny (predict or evaluate only, a few 16-token windows) and go two at a time from
 a module fixture. Each run must exit 0, write its output, and use the config the checkpoint
 brings (MiniLM's sizes, else its weights do not load; Hugging Face's erf GELU, else the load
-warns).
+warns). run_classifier.py's Hugging Face run starts from a transformers-made classifier (MiniLM
+and a head): it predicts transformers' probabilities without training, and its --export_hf_dir
+predicts them again in transformers.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ SEQ = ("--max_seq_length=16",)
 # script → (flags after --init_checkpoint and --vocab_file, the output file it must write).
 RUNS = {
     "run_classifier.py": (("--task_name=MRPC", "--do_predict", f"--data_dir={TESTDATA}/glue/MRPC",
-                           "--predict_batch_size=2", "--output_dir={d}/{kind}_classifier", *SEQ),
+                           "--predict_batch_size=2", "--output_dir={d}/{kind}_classifier",
+                           "--export_hf_dir={d}/{kind}_classifier_hf", *SEQ),
                           "{kind}_classifier/test_results.tsv"),
     "run_squad.py": (("--do_predict", f"--predict_file={TESTDATA}/squad/v1_train.json",
                       "--max_seq_length=32", "--max_query_length=8", "--doc_stride=8",
@@ -51,11 +54,14 @@ RUNS = {
                              "--layers=-1", "--batch_size=2", *SEQ), "{kind}.jsonl"),
 }
 KINDS = ("huggingface", "google")
+CLASSIFIER_HF = "minilm_classifier_hf"  # MiniLM + a trained-looking MRPC head, transformers-made
 CASES = [(script, kind) for script in RUNS for kind in KINDS]
 
 
 def _argv(script: str, kind: str, directory: str) -> list[str]:
     init = MINILM_DIR if kind == "huggingface" else os.path.join(directory, "minilm_google")
+    if script == "run_classifier.py" and kind == "huggingface":
+        init = os.path.join(directory, CLASSIFIER_HF)
     flags = [flag.format(d=directory, kind=kind) for flag in RUNS[script][0]]
     if script != "run_pretraining.py":
         flags.append(f"--vocab_file={MINILM_DIR}/vocab.txt")
@@ -68,6 +74,7 @@ def _write_inputs(directory: str) -> None:
     checkpoints.init_from_checkpoint(encoder, MINILM_DIR)
     checkpoints.export_google_checkpoint(
         encoder, os.path.join(directory, "minilm_google", "bert_model.ckpt"))
+    _write_transformers_classifier(os.path.join(directory, CLASSIFIER_HF))
     os.makedirs(os.path.join(directory, "ner"))
     for name, text in (("text.txt", TEXT), ("lines.txt", "the cat sat.\nhello ||| world\n"),
                        ("ner/test.txt", CONLL)):
@@ -79,6 +86,36 @@ def _write_inputs(directory: str) -> None:
         vocab_file=os.path.join(MINILM_DIR, "vocab.txt"),
         instance=InstanceOptions(max_seq_length=16, max_predictions_per_seq=3), dupe_factor=4,
         progress=False))
+
+
+def _write_transformers_classifier(path: str) -> None:
+    """transformers' BertForSequenceClassification on MiniLM with a seeded head for MRPC's labels
+    (what a PyTorch user fine-tuned), saved with save_pretrained."""
+    import torch
+    import transformers
+
+    torch.manual_seed(37)
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        MINILM_DIR, id2label={0: "0", 1: "1"})
+    with torch.no_grad():
+        model.classifier.weight.normal_(0, 0.5)
+        model.classifier.bias.normal_(0, 0.5)
+    model.save_pretrained(path)
+
+
+def _transformers_probabilities(directory: str) -> np.ndarray:
+    """The probabilities transformers gives test.tsv's one pair (shorter than
+    --max_seq_length), with the tokenizer of `directory` (MiniLM's own when it has none)."""
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory).eval()
+    has_tokenizer = os.path.exists(os.path.join(directory, "tokenizer_config.json"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(
+        directory if has_tokenizer else MINILM_DIR)
+    with torch.no_grad():
+        logits = model(**tokenizer("She sang.", "She was singing.", return_tensors="pt")).logits
+    return torch.softmax(logits[0], -1).numpy()
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +152,24 @@ def test_both_directories_give_the_same_features(runs):
     assert len(values["huggingface"]) == 2
     for hf_line, google_line in zip(values["huggingface"], values["google"]):
         np.testing.assert_allclose(hf_line, google_line, atol=1e-5)
+
+
+def test_the_classifier_predicts_and_exports_a_transformers_head_unchanged(runs):
+    """run_classifier.py --do_predict from a transformers-made classifier, without training:
+    transformers' probabilities, head included; its --export_hf_dir predicts the same in
+    transformers, with MRPC's labels and the run's max_seq_length."""
+    import transformers
+
+    directory, _ = runs
+    with open(os.path.join(directory, "huggingface_classifier", "test_results.tsv")) as f:
+        predicted = [float(value) for value in f.read().split()]
+    expected = _transformers_probabilities(os.path.join(directory, CLASSIFIER_HF))
+    np.testing.assert_allclose(predicted, expected, atol=1e-6)
+    exported = os.path.join(directory, "huggingface_classifier_hf")
+    _, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+        exported, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    config = transformers.AutoConfig.from_pretrained(exported)
+    assert config.id2label == {0: "0", 1: "1"}
+    assert transformers.AutoTokenizer.from_pretrained(exported).model_max_length == 16
+    np.testing.assert_allclose(_transformers_probabilities(exported), expected, atol=1e-6)

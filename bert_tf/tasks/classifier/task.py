@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
@@ -252,10 +253,15 @@ def _multi_label_rows(rows) -> tuple[np.ndarray, np.ndarray]:
             np.stack([r["probabilities"] for r in real]))
 
 
-def resolve_task(options: ClassifierOptions) -> classification.TaskSpec:
-    """The TaskSpec with its label list known (read from the training file for a custom task)."""
+def resolve_task(options: ClassifierOptions, init_checkpoint: str | None = None
+                 ) -> classification.TaskSpec:
+    """The TaskSpec with its label list known: for a custom task the list given, else the
+    id2label of a Hugging Face `init_checkpoint`, else the training file's labels."""
     task = classification.get_task(options.task_name, xnli_language=options.xnli_language,
                                    custom_spec=options.custom_spec)
+    if options.custom_spec is not None and not task.regression:
+        labels = model_config.checkpoint_labels(task.labels, init_checkpoint, "--label_list")
+        task = dataclasses.replace(task, labels=tuple(labels) if labels else None)
     if not task.regression and task.labels is None:
         train_path = os.path.join(options.data_dir, task.splits["train"].filename)
         if not os.path.isfile(train_path):
@@ -265,13 +271,13 @@ def resolve_task(options: ClassifierOptions) -> classification.TaskSpec:
     return task
 
 
-def _task_and_reader(options: ClassifierOptions):
+def _task_and_reader(options: ClassifierOptions, init_checkpoint: str | None):
     """The task and, for a user's processor, its example reader (None: the task's files)."""
     if options.processor is None:
         if not options.task_name:
             raise UserError("--task_name is required (or --processor=module:Class for your own "
                             "DataProcessor)")
-        return resolve_task(options), None
+        return resolve_task(options, init_checkpoint), None
     splits = tuple(split for split, wanted in (("train", options.do_train), ("dev", options.do_eval),
                                                ("test", options.do_predict)) if wanted)
     processor = compat.load_processor(options.processor, splits)
@@ -293,10 +299,11 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
       {"train": loop figures, "eval": eval_results.txt's figures, "num_predictions": int,
        "export_dir": str} for the steps that ran.
     """
-    if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
+    if not (options.do_train or options.do_eval or options.do_predict or options.export_dir
+            or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
-                         "--export_dir")
-    task, read_split = _task_and_reader(options)
+                         "--export_dir, --export_hf_dir")
+    task, read_split = _task_and_reader(options, run_config.init_checkpoint)
     bert_config = options.load_bert_config(run_config)
     options = finetuning.static_shape_options(options, run_config, strategy)
     pair = any(layout.text_b is not None for layout in task.splits.values())
@@ -336,7 +343,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir,
                                                        options.predict_from)
     thresholds = None
-    if task.multi_label and (options.do_predict or options.export_dir):
+    if task.multi_label and (options.do_predict or options.export_dir or options.export_hf_dir):
         thresholds = _thresholds(options, task, run_config.output_dir, checkpoint)
     if options.do_predict:
         split = cache.records("test")
@@ -360,7 +367,19 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
             options.max_seq_length, pair=pair, thresholds=thresholds, long_text=long_text)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
+    if options.export_hf_dir:
+        out["export_hf_dir"] = finetuning.export_hf(
+            options, training.load_model(loop_task, run_config, checkpoint=checkpoint), strategy,
+            hf_head(task, thresholds))
     return out
+
+
+def hf_head(task: classification.TaskSpec, thresholds=None) -> hf_export.HeadLabels:
+    """What the classifier's outputs mean, in a Hugging Face config's terms."""
+    problem_type = ("regression" if task.regression else "multi_label_classification"
+                    if task.multi_label else "single_label_classification")
+    return hf_export.HeadLabels(None if task.regression else task.labels, problem_type,
+                                thresholds)
 
 
 def _text_rows(rows: Iterable[Mapping[str, np.ndarray]], split: classifier_features.CachedSplit,

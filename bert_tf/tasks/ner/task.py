@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import crf as crf_ops
 from bert_tf.model import losses, models
@@ -155,19 +156,22 @@ class Split(NamedTuple):
 
 
 def resolve_labels(options: NerOptions, output_dir: str,
-                   train: list[tagging.Sentence] | None) -> list[str]:
+                   train: list[tagging.Sentence] | None,
+                   init_checkpoint: str | None = None) -> list[str]:
     """The label list (see NerOptions.labels).
 
     When `output_dir` holds checkpoints, its label_list.txt is the list they were trained with
-    (one model output per label): it is used, and a different --labels is an error.
+    (one model output per label): it is used, and a different --labels is an error. A Hugging
+    Face `init_checkpoint` brings its id2label the same way (model_config.checkpoint_labels).
     """
     saved_path = os.path.join(output_dir, LABEL_LIST_FILE)
     saved = None
     if os.path.isfile(saved_path) and tf.train.latest_checkpoint(output_dir):
         with open(saved_path, encoding="utf-8") as f:
             saved = [line.rstrip("\n") for line in f if line.strip()]
-    if options.labels:
-        labels = list(options.labels)
+    given = model_config.checkpoint_labels(options.labels, init_checkpoint, "--labels")
+    if given:
+        labels = given
         for label in labels:
             tag_metrics.split_tag(label)
     elif saved is not None:
@@ -250,9 +254,12 @@ def predict_tags(task: TaggingTask, run_config: training.RunConfig, strategy, sp
 
 
 def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
-    if not (options.do_train or options.do_eval or options.do_predict or options.export_dir):
+    if not (options.do_train or options.do_eval or options.do_predict or options.export_dir
+            or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
-                        "--export_dir")
+                        "--export_dir, --export_hf_dir")
+    if options.export_hf_dir and options.lstm_size:
+        raise hf_export.HfExportError(hf_export.LSTM_REFUSAL)
     if options.data_format not in tagging.DATA_FORMATS:
         raise UserError(f"--data_format must be one of {tagging.DATA_FORMATS}")
     if options.tag_scheme not in tagging.TAG_SCHEMES:
@@ -304,7 +311,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     os.makedirs(output_dir, exist_ok=True)
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)
              if options.do_train else None)
-    labels = resolve_labels(options, output_dir, train)
+    labels = resolve_labels(options, output_dir, train, run_config.init_checkpoint)
     _check(options, labels)
     finetuning.write_label_list(output_dir, labels)
     tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
@@ -372,6 +379,11 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
             labels, options.max_seq_length, options.window_overlap, options.data_format == "char",
             decoder=lambda outputs, weights: task.decoded({"label_weights": weights}, outputs))
         logging.info("Exported the SavedModel to %s", out["export_dir"])
+    if options.export_hf_dir:
+        checkpoint = best_checkpoint.prediction_checkpoint(output_dir, options.predict_from)
+        out["export_hf_dir"] = finetuning.export_hf(
+            options, training.load_model(task, run_config, checkpoint=checkpoint), strategy,
+            hf_export.HeadLabels(labels))
     return out
 
 

@@ -11,6 +11,7 @@ create_pretraining_data.py through the shared loop (`bert_tf.training.loop`) and
                               next_sentence_loss)
   google_checkpoint/          with --export_google_checkpoint: bert_model.ckpt.* in the
                               original's TF1 layout, and its bert_config.json
+  --export_hf_dir             the model as transformers' BertForPreTraining directory
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoints import name_map as checkpoints, model_config
+from bert_tf.checkpoints import hf_export, name_map as checkpoints, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
@@ -55,6 +56,13 @@ class PretrainingOptions:
     do_eval: bool = False
     eval_one_pass: bool = False
     export_google_checkpoint: bool = False
+    # --export_hf_dir: the model as a Hugging Face directory, with the tokenizer it was trained
+    # with (checkpoints/hf_export.py).
+    export_hf_dir: str | None = None
+    export_hf_dtype: str = "float32"
+    vocab_file: str | None = None
+    spm_model_file: str | None = None
+    do_lower_case: bool = True
 
 
 def _accuracy(logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor
@@ -111,8 +119,12 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
                     strategy: tf.distribute.Strategy) -> dict[str, float]:
     """Trains and/or evaluates as `options` say; returns the eval results (or the last training
     figures when not evaluating)."""
-    if not options.do_train and not options.do_eval:
-        raise UserError("At least one of --do_train or --do_eval must be True.")
+    if not options.do_train and not options.do_eval and not options.export_hf_dir:
+        raise UserError("At least one of --do_train or --do_eval must be True (or give "
+                        "--export_hf_dir).")
+    if options.export_hf_dir and not (options.vocab_file or options.spm_model_file):
+        raise UserError("--export_hf_dir ships the tokenizer: give --vocab_file (or "
+                        "--spm_model_file) and --do_lower_case as the records were made")
     bert_config = model_config.resolve_model_config(
         options.bert_config_file, run_config.init_checkpoint, run_config.output_dir,
         max_seq_length=options.max_seq_length)
@@ -140,6 +152,12 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
                                     strategy)
         if training.is_chief(strategy):
             _write_eval_results(run_config.output_dir, results)
+    if options.export_hf_dir and training.is_chief(strategy):
+        hf_export.export_hf_directory(
+            training.load_model(task, run_config), options.export_hf_dir,
+            hf_export.TokenizerFiles(options.vocab_file, options.spm_model_file,
+                                     options.do_lower_case, options.max_seq_length),
+            dtype=options.export_hf_dtype)
     return results
 
 

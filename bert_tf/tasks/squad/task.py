@@ -149,8 +149,9 @@ def predict_input_fn(cached: squad_records.CachedRecords, max_seq_length: int):
 
 
 def _check(options: SquadOptions) -> None:
-    if not (options.do_train or options.do_predict or options.export_dir):
-        raise UserError("nothing to do: set --do_train, --do_predict and/or --export_dir")
+    if not (options.do_train or options.do_predict or options.export_dir or options.export_hf_dir):
+        raise UserError("nothing to do: set --do_train, --do_predict, --export_dir and/or "
+                        "--export_hf_dir")
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
@@ -223,6 +224,11 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
     log_summary(out)
     if options.export_dir:
         out["export_dir"] = _export(options, task, run_config, out.get("eval"))
+    if options.export_hf_dir:
+        checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir,
+                                                           options.predict_from)
+        out["export_hf_dir"] = finetuning.export_hf(
+            options, training.load_model(task, run_config, checkpoint=checkpoint), strategy)
     return out
 
 
