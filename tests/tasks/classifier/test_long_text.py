@@ -165,3 +165,17 @@ def test_options_that_cannot_apply_are_named(long_text, pair, message):
     with pytest.raises(UserError, match=message):
         long_text.check(12, pair)
     LongText().check(12, pair)
+
+
+def test_eval_accuracy_is_per_text_with_windows():
+    # Text 0: two windows, one right and one wrong, the right one more confident (mean picks
+    # it); text 1: one wrong window. Per window 1/3 right, per text 1/2.
+    logits = [[3.0, 0.0], [0.0, 1.0], [2.0, 0.0]]
+    rows = [{"logits": np.float32(l), "text_index": np.int32(t), "label_ids": np.int32(lab),
+             "is_real_example": np.int32(1)} for l, t, lab in zip(logits, (0, 0, 1), (0, 0, 1))]
+    task = _single_task()
+    texts = classifier_task.pool_windows(rows, 2, "mean", task)
+    loop_results = {"classifier_loss": 0.7, "loss": 0.8, "global_step": 5.0, "accuracy": 1 / 3}
+    results = classifier_task.eval_metrics(task, loop_results, texts, None, True)
+    assert results["eval_accuracy"] == 0.5 and results["eval_loss"] == 0.7
+    assert classifier_task.eval_metrics(task, loop_results, texts)["eval_accuracy"] == 1 / 3
