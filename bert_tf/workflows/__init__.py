@@ -1,3 +1,5 @@
-"""Workflows: what runs the fine-tuning scripts as a whole (a hyper-parameter search over many
-runs, `search`). The top layer: may import tasks and everything below; nothing imports it.
+"""Workflows: what combines tasks or runs them as a whole, one layer above them
+(`distillation/`: a fine-tuned teacher into a smaller student, through any task's run function;
+`search/`: a fine-tuning command over a grid of hyper-parameters, bert-search).
+May import tasks and everything below them; no task imports a workflow.
 """
