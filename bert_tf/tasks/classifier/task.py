@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
@@ -264,7 +265,7 @@ def resolve_task(options: ClassifierOptions, init_checkpoint: str | None = None
         task = dataclasses.replace(task, labels=tuple(labels) if labels else None)
     if not task.regression and task.labels is None:
         train_path = os.path.join(options.data_dir, task.splits["train"].filename)
-        if not os.path.isfile(train_path):
+        if not filesystem.isfile(train_path):
             raise UserError(f"{train_path}: not found, and the custom task gives no 'labels'; "
                              "add the label list to the spec (or --label_list) to run without it")
         task = classification.infer_labels(task, options.data_dir)
@@ -311,7 +312,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     pair = any(layout.text_b is not None for layout in task.splits.values())
     long_text = options.long_text_options()
     long_text.check(options.max_seq_length, pair)
-    os.makedirs(run_config.output_dir, exist_ok=True)
+    filesystem.makedirs(run_config.output_dir)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(
         task, options.data_dir, run_config.output_dir, options.max_seq_length,

@@ -30,10 +30,12 @@ from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets, features, tfrecord
 from bert_tf.tasks.pretraining import dynamic_masking
-from bert_tf.tasks.pretraining import metrics as pretraining_metrics
 from bert_tf.training import log as training_log, loop as training
 
 GOOGLE_CHECKPOINT_DIR = "google_checkpoint"
+# eval_results.txt's metrics, those of the original's `metric_fn` (besides global_step).
+EVAL_RESULT_NAMES = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                     "next_sentence_loss", "loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +190,7 @@ def _check_first_record(files: list[str], schema: features.Schema, vocab_size: i
 
 def _write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:
     """eval_results.txt with the original's keys and number formats (float32, int step)."""
-    values = {name: np.float32(results[name]) for name in pretraining_metrics.METRIC_NAMES}
+    values = {name: np.float32(results[name]) for name in EVAL_RESULT_NAMES}
     values["global_step"] = int(results["global_step"])
     path = os.path.join(output_dir, "eval_results.txt")
     training_log.write_eval_results(path, values)

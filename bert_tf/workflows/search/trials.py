@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import filesystem, full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.tasks.ner.task import DEFAULT_BEST_METRIC as NER_METRIC
 from bert_tf.tasks.squad.task import DEFAULT_BEST_METRIC as SQUAD_METRIC
@@ -152,7 +152,7 @@ def read_trials(output_dir: str) -> dict[str, dict[str, Any]]:
 
 
 def _write_trials(output_dir: str, records: Mapping[str, Mapping[str, Any]]) -> None:
-    full_disk.write_text_atomically(os.path.join(output_dir, TRIALS_FILE), "".join(
+    filesystem.write_atomically(os.path.join(output_dir, TRIALS_FILE), "".join(
         json.dumps(record, sort_keys=True) + "\n" for record in records.values()))
 
 
@@ -234,7 +234,7 @@ def run_search(options: SearchOptions) -> dict[str, Any]:
     current = [records[trial.name] for trial in trials]
     best = best_record(current)
     if best is not None:
-        full_disk.write_text_atomically(os.path.join(options.output_dir, BEST_FILE),
+        filesystem.write_atomically(os.path.join(options.output_dir, BEST_FILE),
                                         json.dumps(best, indent=1, sort_keys=True) + "\n")
     sys.stdout.write(format_table(current, best))
     if best is not None:
