@@ -27,7 +27,9 @@ SCRIPTS = {
     "bert-build-vocab": "build_vocab",
     "bert-extend-vocab": "extend_vocab",
     "bert-predict": "predict",
+    "bert-multitask": "run_multitask",
     "bert-export-hf": "export_hf",
+    "bert-search": "search",
 }
 # Only scripts that exist are installed, so a checkout mid-way through the project still installs.
 SCRIPTS = {cmd: mod for cmd, mod in SCRIPTS.items()

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from bert_tf import filesystem, full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.records import file_checks, tfrecord
 
@@ -186,12 +186,7 @@ def write_records(path: str, features: dict[str, np.ndarray], schema: Schema) ->
     framed, _ = tfrecord.frame_records(data, offsets)
     summary = file_checks.Summary()
     summary.update(framed, len(offsets) - 1)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    # A full disk: the temporary goes, the one error names the file the user asked for.
-    with full_disk.named_when_full(path, lambda: full_disk.remove_if_exists(tmp)), \
-            filesystem.writing(tmp), open(tmp, "wb") as f:
-        f.write(framed.tobytes())
-    os.replace(tmp, path)
+    filesystem.write_atomically(path, framed.tobytes())
     return summary.as_dict()
 
 
@@ -352,12 +347,14 @@ def to_tf_example(values: Mapping[str, Sequence[float] | np.ndarray], max_seq_le
 
 # ------------------------------------------------------------------ classifier (run_classifier.py)
 def classifier_schema(max_seq_length: int, regression: bool = False,
-                      multi_label_width: int = 0) -> Schema:
+                      multi_label_width: int = 0, windows: bool = False) -> Schema:
     """Sentence (pair) classification records, the original's run_classifier.py layout.
 
     `label_ids` is the class index, or the float score of a regression task (STS-B), or for a
     multi-label task (`multi_label_width` labels) one 0/1 per label;
     `is_real_example` is 0 for the rows that only pad the last eval/predict batch.
+    With `windows` (--long_text=chunks) each record is one window of a text, and `text_index`
+    the text's row in its split (the windows of a text are consecutive).
     """
     seq = dict(length=max_seq_length, flag="max_seq_length")
     return Schema("classifier", [
@@ -367,6 +364,7 @@ def classifier_schema(max_seq_length: int, regression: bool = False,
         Feature("label_ids", length=multi_label_width or 1,
                 dtype=FLOAT32 if regression else INT64),
         Feature("is_real_example", length=1),
+        *([Feature("text_index", length=1)] if windows else []),
     ])
 
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from absl import flags
 
-from bert_tf.training import distribution, loop as training
+from bert_tf.training import distribution, loop as training, schedules
 
 Options = TypeVar("Options")
 
@@ -88,8 +88,8 @@ def define_finetuning_flags(*, with_eval: bool = True,
                             flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """What to run and for how long, defaults as the original's: --do_train, --do_eval,
     --do_predict, --train_batch_size, --eval_batch_size, --predict_batch_size, --learning_rate,
-    --num_train_epochs, --warmup_proportion (without `with_eval` no --do_eval and
-    --eval_batch_size, as the original run_squad.py)."""
+    --num_train_epochs, --warmup_proportion, and the new --layerwise_lr_decay (without
+    `with_eval` no --do_eval and --eval_batch_size, as the original run_squad.py)."""
     boolean = functools.partial(flags.DEFINE_bool, flag_values=flag_values)
     integer = functools.partial(flags.DEFINE_integer, flag_values=flag_values)
     number = functools.partial(flags.DEFINE_float, flag_values=flag_values)
@@ -106,6 +106,9 @@ def define_finetuning_flags(*, with_eval: bool = True,
     number("num_train_epochs", 3.0, "Passes over the training data.")
     number("warmup_proportion", 0.1, "Fraction of training spent in linear warm-up (0.1 = the "
            "first 10%).")
+    number("layerwise_lr_decay", 1.0, "Layer-wise learning-rate decay ξ in (0, 1]: the head "
+           "learns at --learning_rate, each encoder layer at ξ times the rate of the layer above, "
+           "the embeddings at ξ times the first layer's. 1.0: off (docs/optimization.md).")
 
 
 def define_hf_export_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -172,9 +175,18 @@ def define_flags() -> None:
     flags.DEFINE_integer("worker_timeout_seconds", distribution.DEFAULT_WORKER_TIMEOUT_SECONDS,
                          "multi_worker_mirrored: a worker silent (no heartbeat) for this long is "
                          "lost, and the others stop naming it (docs/cluster.md).")
-    flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
-                      "Compute dtype; variables stay float32. float16 adds dynamic loss scaling.")
+    flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16", "auto"],
+                      "Compute dtype; variables stay float32. float16 adds dynamic loss scaling. "
+                      "auto: what the devices run fastest (bfloat16 on TPUs, on GPUs of compute "
+                      "capability 8+ and on CPUs with AMX-BF16; float16 on older GPUs; else "
+                      "float32), logged once.")
     flags.DEFINE_bool("use_xla", False, "Compile the training step with XLA.")
+    flags.DEFINE_enum("lr_schedule", "linear", list(schedules.SCHEDULES),
+                      "Learning-rate curve after the warm-up: linear (the original's), cosine "
+                      "(to --lr_end), constant, polynomial (to --lr_end, power --lr_power), "
+                      "inverse_sqrt (docs/optimization.md).")
+    flags.DEFINE_float("lr_end", 0.0, "The rate --lr_schedule=cosine and polynomial end at.")
+    flags.DEFINE_float("lr_power", 1.0, "The exponent of --lr_schedule=polynomial.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original's Adam with decoupled weight decay; lamb: for large "
                       "batches.")
@@ -204,7 +216,13 @@ def _field_values(flag_values: flags.FlagValues, cls: type) -> dict[str, Any]:
 def run_config_from_flags(flag_values: flags.FlagValues, **fields: Any) -> training.RunConfig:
     """A RunConfig from the flags named like its fields (the loop's flags, --output_dir, batch
     sizes, --learning_rate, --init_checkpoint, ...) and `fields`, which take precedence."""
-    return training.RunConfig(**{**_field_values(flag_values, training.RunConfig), **fields})
+    values = {**_field_values(flag_values, training.RunConfig), **fields}
+    if values.get("dtype") == "auto":
+        use_tpu = (flag_values["use_tpu"].value if "use_tpu" in flag_values else False) or (
+            "distribution_strategy" in flag_values
+            and flag_values["distribution_strategy"].value == "tpu")
+        values["dtype"] = distribution.resolve_dtype("auto", use_tpu=use_tpu)
+    return training.RunConfig(**values)
 
 
 def options_from_flags(flag_values: flags.FlagValues, options_class: type[Options],

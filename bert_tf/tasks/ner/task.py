@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import crf as crf_ops
@@ -35,6 +36,7 @@ from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
+from bert_tf.serving import precision
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.training import best_checkpoint, finetuning, loop as training
@@ -67,6 +69,7 @@ class NerOptions(finetuning.FinetuningOptions):
     crf_learning_rate: float | None = None
     decode: str = "constrained"
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/ner/export.py)
+    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)
@@ -166,9 +169,8 @@ def resolve_labels(options: NerOptions, output_dir: str,
     """
     saved_path = os.path.join(output_dir, LABEL_LIST_FILE)
     saved = None
-    if os.path.isfile(saved_path) and tf.train.latest_checkpoint(output_dir):
-        with open(saved_path, encoding="utf-8") as f:
-            saved = [line.rstrip("\n") for line in f if line.strip()]
+    if filesystem.isfile(saved_path) and tf.train.latest_checkpoint(output_dir):
+        saved = [line for line in filesystem.read_text(saved_path).split("\n") if line.strip()]
     given = model_config.checkpoint_labels(options.labels, init_checkpoint, "--labels")
     if given:
         labels = given
@@ -258,6 +260,7 @@ def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
+    precision.check_export_dtype(options.export_dtype)
     if options.export_hf_dir and options.lstm_size:
         raise hf_export.HfExportError(hf_export.LSTM_REFUSAL)
     if options.data_format not in tagging.DATA_FORMATS:
@@ -310,7 +313,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     bert_config = options.load_bert_config(run_config)
     options = finetuning.static_shape_options(options, run_config, strategy)
     output_dir = run_config.output_dir
-    os.makedirs(output_dir, exist_ok=True)
+    filesystem.makedirs(output_dir)
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)
              if options.do_train else None)
     labels = resolve_labels(options, output_dir, train, run_config.init_checkpoint)
@@ -377,8 +380,11 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
         from bert_tf.tasks.ner.export import export_tagger
 
         checkpoint = best_checkpoint.prediction_checkpoint(output_dir, options.predict_from)
+        model = precision.model_in_dtype(
+            training.load_model(task, run_config, checkpoint=checkpoint), task.build_model,
+            options.export_dtype)
         out["export_dir"] = export_tagger(
-            training.load_model(task, run_config, checkpoint=checkpoint), options.export_dir,
+            model, options.export_dir,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
             labels, options.max_seq_length, options.window_overlap, options.data_format == "char",
             decoder=lambda outputs, weights: task.decoded({"label_weights": weights}, outputs))
