@@ -35,6 +35,14 @@ DISCRIMINATOR_HEAD_NAMES = {
     "discriminator_predictions/dense_1/kernel": "prediction.kernel",
     "discriminator_predictions/dense_1/bias": "prediction.bias",
 }
+# The generator's masked-LM head: TF1 name → attribute path on a model.heads.MaskedLM.
+GENERATOR_HEAD_NAMES = {
+    "generator_predictions/dense/kernel": "transform.kernel",
+    "generator_predictions/dense/bias": "transform.bias",
+    "generator_predictions/LayerNorm/gamma": "layer_norm.gamma",
+    "generator_predictions/LayerNorm/beta": "layer_norm.beta",
+    "generator_predictions/output_bias": "output_bias",
+}
 # Hugging Face head scopes → TF1 scopes (their Linear weights are [out,in]: transposed); the
 # translation of whole names is hf_weights.electra_tf1_name.
 HF_HEAD_SCOPES = {
@@ -59,6 +67,13 @@ def encoder_names(num_layers: int, project: bool, scope: str = DISCRIMINATOR_SCO
         names.update({f"{scope}/encoder/layer_{i}/{k}": f"transformer_layers[{i}].{v}"
                       for k, v in LAYER_NAMES.items()})
     return names
+
+
+def generator_names(num_layers: int, project: bool) -> dict[str, str]:
+    """TF1 name → attribute path on a GeneratorEncoder: its projection and blocks (its
+    embeddings are the discriminator's, named once under `electra/embeddings/`)."""
+    return {name: path for name, path in encoder_names(num_layers, project, GENERATOR_SCOPE).items()
+            if name.startswith(f"{GENERATOR_SCOPE}/")}
 
 
 def family_of(names: Iterable[str]) -> str | None:

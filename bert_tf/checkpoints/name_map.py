@@ -55,6 +55,7 @@ _HEAD_NAMES = {  # model attribute (model/heads.py) → {original TF1 name: attr
     # Not in the original; the names its NER forks use.
     "token_classifier": {"output_weights": "output_weights", "output_bias": "output_bias"},
     "discriminator": electra_names.DISCRIMINATOR_HEAD_NAMES,
+    "generator_predictions": electra_names.GENERATOR_HEAD_NAMES,
 }
 
 
@@ -133,6 +134,12 @@ def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
 def model_mappings(model) -> list[WeightMapping]:
     """The whole name map of `model`: its encoder, then whichever heads (model/heads.py) it has."""
     mappings = encoder_mappings(find_encoder(model))
+    generator = getattr(model, "generator", None)  # ELECTRA pretraining's second encoder
+    if generator is not None:
+        names = electra_names.generator_names(len(generator.transformer_layers),
+                                              generator.config.projects_embeddings)
+        mappings.extend(WeightMapping(name, _attribute(generator, path), in_encoder=False)
+                        for name, path in names.items())
     for attribute, names in _HEAD_NAMES.items():
         head = getattr(model, attribute, None)
         if head is not None:
