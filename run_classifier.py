@@ -66,17 +66,24 @@ training_flags.define_selection_flags("eval_accuracy; eval_pearson for regressio
 training_flags.define_flags()
 
 
+def task_options(flag_values: flags.FlagValues) -> classifier_task.ClassifierOptions:
+    """The classifier's options from its parsed flags (also bert-distill's for --task=classifier)."""
+    custom_spec = None
+    if flag_values.task_name and flag_values.task_name.lower() in ("custom", "generic"):
+        custom_spec = (classification.load_task_spec(flag_values.task_spec)
+                       if flag_values.task_spec else classification.spec_from_flags(
+                           flag_values.text_a_column, flag_values.label_column,
+                           flag_values.text_b_column, flag_values.has_header,
+                           flag_values.file_format, flag_values.label_list,
+                           flag_values.regression, flag_values.multi_label,
+                           flag_values.label_separator, flag_values.label_columns))
+    return training_flags.options_from_flags(flag_values, classifier_task.ClassifierOptions,
+                                             custom_spec=custom_spec)
+
+
 def main(argv):
     del argv
-    custom_spec = None
-    if FLAGS.task_name and FLAGS.task_name.lower() in ("custom", "generic"):
-        custom_spec = (classification.load_task_spec(FLAGS.task_spec) if FLAGS.task_spec else
-                       classification.spec_from_flags(
-                           FLAGS.text_a_column, FLAGS.label_column, FLAGS.text_b_column,
-                           FLAGS.has_header, FLAGS.file_format, FLAGS.label_list, FLAGS.regression,
-                           FLAGS.multi_label, FLAGS.label_separator, FLAGS.label_columns))
-    options = training_flags.options_from_flags(FLAGS, classifier_task.ClassifierOptions,
-                                                custom_spec=custom_spec)
+    options = task_options(FLAGS)
     with run_lock.output_lock(FLAGS.output_dir):
         classifier_task.run_classifier(options, training_flags.run_config_from_flags(FLAGS),
                                        training_flags.strategy_from_flags(FLAGS))

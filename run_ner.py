@@ -63,10 +63,16 @@ training_flags.define_selection_flags(ner_task.DEFAULT_BEST_METRIC)
 training_flags.define_flags()
 
 
+def task_options(flag_values: flags.FlagValues) -> ner_task.NerOptions:
+    """The tagger's options from its parsed flags (also bert-distill's for --task=ner)."""
+    return training_flags.options_from_flags(
+        flag_values, ner_task.NerOptions,
+        labels=tuple(flag_values.labels) if flag_values.labels else None)
+
+
 def main(argv):
     del argv
-    options = training_flags.options_from_flags(
-        FLAGS, ner_task.NerOptions, labels=tuple(FLAGS.labels) if FLAGS.labels else None)
+    options = task_options(FLAGS)
     with run_lock.output_lock(FLAGS.output_dir):
         ner_task.run_ner(options, training_flags.run_config_from_flags(FLAGS),
                          training_flags.strategy_from_flags(FLAGS))

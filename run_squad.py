@@ -47,11 +47,16 @@ training_flags.define_selection_flags("f1 (the --predict_file's, which needs ans
 training_flags.define_flags()
 
 
+def task_options(flag_values: flags.FlagValues) -> squad_task.SquadOptions:
+    """The SQuAD options from its parsed flags (also bert-distill's for --task=squad)."""
+    return training_flags.options_from_flags(
+        flag_values, squad_task.SquadOptions, null_score_diff_threshold=squad_task.parse_threshold(
+            flag_values.null_score_diff_threshold))
+
+
 def main(argv):
     del argv
-    options = training_flags.options_from_flags(
-        FLAGS, squad_task.SquadOptions,
-        null_score_diff_threshold=squad_task.parse_threshold(FLAGS.null_score_diff_threshold))
+    options = task_options(FLAGS)
     with run_lock.output_lock(FLAGS.output_dir):
         results = squad_task.run_squad(options, training_flags.run_config_from_flags(FLAGS),
                                        training_flags.strategy_from_flags(FLAGS))

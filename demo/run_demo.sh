@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, end to end on the bundled data (no downloads); everything is written under
 # demo_output/. Steps: build a vocabulary -> create pretraining records -> pretrain a tiny model
-# (and a tiny ALBERT) -> extract features -> fine-tune it on classification, SQuAD-format QA and NER.
+# (and a tiny ALBERT) -> extract features -> fine-tune it on classification, SQuAD-format QA and NER
+# -> distil the classifier into a smaller student.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${DEMO_OUTPUT:-demo_output}
@@ -123,5 +124,27 @@ python run_ner.py --data_dir="$DATA/ner" --output_dir="$OUT/ner_crf" --do_train 
   --learning_rate=5e-4 "${COMMON[@]}"
 cat "$OUT/ner_crf/best/eval_results.txt"
 head -n 12 "$OUT/ner_crf/test_predictions.txt"
+
+step "10. Distil the classifier into a narrower 2-layer student (TinyBERT's two stages) and serve it"
+python - "$OUT" <<'PY'
+import dataclasses, sys
+from bert_tf.model.config import BertConfig
+out = sys.argv[1]
+teacher = BertConfig.from_json_file(f"{out}/bert_config.json")
+dataclasses.replace(teacher, hidden_size=64, intermediate_size=128).to_json_file(
+    f"{out}/student_config.json")
+print(f"wrote {out}/student_config.json (2 layers, hidden 64: half the teacher's width)")
+PY
+python run_distillation.py --task=classifier --task_name=sst-2 --data_dir="$DATA/classification" \
+  --vocab_file="$OUT/vocab.txt" --teacher_dir="$OUT/classifier" \
+  --student_config="$OUT/student_config.json" --stages=intermediate,prediction \
+  --intermediate_epochs=4 --intermediate_learning_rate=1e-3 --num_train_epochs=4 \
+  --learning_rate=5e-4 --train_batch_size=32 --max_seq_length=64 --do_eval \
+  --output_dir="$OUT/classifier_student" --export_dir="$OUT/classifier_student_savedmodel" \
+  --save_checkpoints_steps=1000 --iterations_per_loop=100 --log_every_n_steps=50
+cat "$OUT/classifier_student/distillation_results.json"
+python predict.py --export_dir="$OUT/classifier_student_savedmodel" \
+  --input_file="$OUT/raw_sentences.txt" --output_file="$OUT/student_raw_predictions.jsonl"
+cat "$OUT/student_raw_predictions.jsonl"
 
 step "Done: outputs are under $OUT/"

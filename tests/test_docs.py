@@ -97,6 +97,17 @@ def _flag_problem(flags: dict[str, dict], arg: str) -> str | None:
     return None
 
 
+def _task_script_flags(script_flags: dict[str, dict], command) -> dict[str, dict]:
+    """run_distillation.py takes the flags of its --task's script (run_classifier.py by
+    default) besides its own."""
+    if command.script != "run_distillation.py":
+        return {}
+    task = next((arg.partition("=")[2] for arg in command.args if arg.startswith("--task=")),
+                "classifier")
+    return script_flags.get({"classifier": "run_classifier.py", "ner": "run_ner.py",
+                             "squad": "run_squad.py"}.get(task, ""), {})
+
+
 def test_documented_commands_name_existing_scripts_and_flags(script_flags):
     assert len(COMMANDS) > 30, "the command extraction found too little"
     problems = []
@@ -108,6 +119,7 @@ def test_documented_commands_name_existing_scripts_and_flags(script_flags):
         if "__error__" in flags:
             problems.append(f"{command.where}: importing {command.script}: {flags['__error__']}")
             continue
+        flags = {**_task_script_flags(script_flags, command), **flags}
         for arg in command.args:
             problem = _flag_problem(flags, arg)
             if problem:

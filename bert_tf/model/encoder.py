@@ -319,9 +319,10 @@ class TransformerBlock(keras.layers.Layer):
         return _swap_heads(x)
 
     def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
-                   training) -> tf.Tensor:
+                   training) -> tuple[tf.Tensor, tf.Tensor]:
         """q [B*Q,H] (Q queries per sequence); k, v [B*S,H] or, with `layout.key_length`,
-        [B*K,H] (`layout.key_rows`) → context [B*Q,H]."""
+        [B*K,H] (`layout.key_rows`) → (context [B*Q,H], float32 scores [B,N,Q,S|K] before the
+        mask and softmax)."""
         batch = layout.batch
         q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|K,D]
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
@@ -329,14 +330,16 @@ class TransformerBlock(keras.layers.Layer):
         probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = _swap_heads(tf.matmul(probs, v))  # [B,Q,N,D]
-        return tf.reshape(context, [-1, self.num_heads * self.head_size])  # [B*Q,H]
+        return tf.reshape(context, [-1, self.num_heads * self.head_size]), scores  # [B*Q,H]
 
     def call(self, x: tf.Tensor, layout: TokenLayout, training=False,
-             query_rows: tf.Tensor | None = None) -> tf.Tensor:
+             query_rows: tf.Tensor | None = None, return_attention_scores: bool = False):
         """x: [T,H], the real-token rows of `layout` → [T,H].
 
         With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
         are computed past the keys and values (the original's heads read no others): → [B*Q,H].
+        With `return_attention_scores`: (that, the float32 scores [B,N,Q,S|K] before the mask and
+        softmax; 0 at padding rows and keys while padding is skipped).
         """
         if query_rows is None and layout.key_length is not None:
             # Every position is a row: keys and values only where attention reads them.
@@ -355,14 +358,15 @@ class TransformerBlock(keras.layers.Layer):
                 k, v = layout.key_rows(k), layout.key_rows(v)  # [B*K,H]: the mask's K columns
             residual = tf.gather(x, query_rows)  # [B*Q,H]
             q, = self._projections(residual, (self.query,), training)
-        context = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
+        context, scores = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
         if query_rows is None:
             context = layout.unpad(context)  # [T,H]
         attention = self.hidden_dropout(self.attention_output(context), training=training)
         x = self.attention_layer_norm(tf.cast(attention, tf.float32)
                                       + tf.cast(residual, tf.float32))
         hidden = self.hidden_dropout(self.output_dense(self.intermediate(x)), training=training)
-        return self.output_layer_norm(tf.cast(hidden, tf.float32) + tf.cast(x, tf.float32))
+        x = self.output_layer_norm(tf.cast(hidden, tf.float32) + tf.cast(x, tf.float32))
+        return (x, scores) if return_attention_scores else x
 
 
 _KEEP_PADDING = threading.local()
@@ -394,7 +398,9 @@ class BertEncoder(keras.Model):
     `input_ids`; `input_mask` (1 = real token, 0 = padding; default all ones); `segment_ids`
     (default all zeros). Returns a dict: `sequence_output` [B,S,H], `pooled_output` [B,H] (dense
     + tanh on the first token), `encoder_outputs` (list of L tensors [B,S,H], one per block),
-    `embedding_output` [B,S,H] (the blocks' input: the embeddings after LayerNorm and dropout).
+    `embedding_output` [B,S,H] (the blocks' input: the embeddings after LayerNorm and dropout),
+    and with `output_attention_scores=True` `attention_scores` (list of L float32 [B,N,S,S]: each
+    block's scaled query·key scores before the mask and softmax, as distillation reads them).
     See the module docstring for variable names and mixed
     precision.
 
@@ -459,8 +465,8 @@ class BertEncoder(keras.Model):
         """The word-embedding variable [V,H] (float32); the masked-LM head ties to it."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs: dict, training=False, output_positions: tf.Tensor | None = None
-             ) -> dict:
+    def call(self, inputs: dict, training=False, output_positions: tf.Tensor | None = None,
+             output_attention_scores: bool = False) -> dict:
         input_ids = tf.convert_to_tensor(inputs["input_ids"])
         input_mask = inputs.get("input_mask")
         input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
@@ -482,14 +488,23 @@ class BertEncoder(keras.Model):
             rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]
             return {"selected_output": rows[:, 1:], "pooled_output": self._pool(rows[:, 0])}
         embedding_output = tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, -1])
-        encoder_outputs = []
+        encoder_outputs, attention_scores = [], []
         for block in blocks:
-            x = block(x, layout=layout, training=training)
+            if output_attention_scores:
+                x, scores = block(x, layout=layout, training=training,
+                                  return_attention_scores=True)
+                attention_scores.append(scores)
+            else:
+                x = block(x, layout=layout, training=training)
             encoder_outputs.append(
                 tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
         first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
-        return {"sequence_output": encoder_outputs[-1], "pooled_output": self._pool(first_tokens),
-                "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+        outputs = {"sequence_output": encoder_outputs[-1],
+                   "pooled_output": self._pool(first_tokens),
+                   "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
+        if output_attention_scores:
+            outputs["attention_scores"] = attention_scores
+        return outputs
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
         """A zero batch of the input dict, for building or tracing."""

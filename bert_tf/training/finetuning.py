@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import keras
 import numpy as np
@@ -128,6 +129,19 @@ class EncoderTask(training.Task):
     def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
                 training: bool) -> Mapping[str, tf.Tensor]:
         return model({name: features[name] for name in MODEL_INPUTS}, training=training)
+
+    def with_bert_config(self, bert_config: BertConfig) -> "EncoderTask":
+        """The same task (head, labels, losses) over a model of another config (a distillation
+        teacher)."""
+        task = copy.copy(self)
+        task.__dict__.pop("_bert_tf_restored_steps", None)  # the loop's steps of this model
+        task.bert_config = bert_config
+        return task
+
+
+# What a run trains in place of its task (the distillation workflow's teacher-student task);
+# evaluation, prediction and export use the task itself.
+TrainingTask = Callable[[EncoderTask], training.Task]
 
 
 def export_hf(options: FinetuningOptions, model: keras.Model, strategy,

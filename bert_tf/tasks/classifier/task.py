@@ -218,7 +218,8 @@ def _task_and_reader(options: ClassifierOptions, init_checkpoint: str | None):
 
 
 def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
-                   strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
+                   strategy: tf.distribute.Strategy | None = None,
+                   training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
     """Trains, evaluates, predicts and exports, as `options` asks.
 
     Args:
@@ -226,6 +227,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from
         the training file, num_train_epochs and warmup_proportion.
       strategy: from `bert_tf.training.distribution`; None picks the default.
+      training_task: what --do_train trains in place of the classifier's task (given it).
 
     Returns:
       {"train": loop figures, "eval": eval_results.txt's figures, "num_predictions": int,
@@ -261,7 +263,8 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             options, run_config.output_dir, evaluate,
             split.num_examples // run_config.train_batch_size, default_metric(task),
             reported_keys(task), training.is_chief(strategy or tf.distribute.get_strategy()))
-        out["train"] = training.train(loop_task, run_config, input_fn, strategy, evaluator)
+        out["train"] = training.train(training_task(loop_task) if training_task else loop_task,
+                                      run_config, input_fn, strategy, evaluator)
     if options.do_eval:
         out["eval"] = evaluate()
         finetuning.write_results(os.path.join(run_config.output_dir, "eval_results.txt"),

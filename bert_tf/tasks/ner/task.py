@@ -291,7 +291,8 @@ def reported_keys(labels: Sequence[str]) -> list[str]:
 
 
 def run_ner(options: NerOptions, run_config: training.RunConfig,
-            strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
+            strategy: tf.distribute.Strategy | None = None,
+            training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
     """Trains, evaluates and predicts, as `options` asks.
 
     Args:
@@ -299,6 +300,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from
         the training windows, num_train_epochs and warmup_proportion.
       strategy: from `bert_tf.training.distribution`; None picks the default.
+      training_task: what --do_train trains in place of the tagging task (given it).
 
     Returns:
       {"labels", "train": loop figures, "eval": eval_results.txt's figures, "test": test
@@ -351,8 +353,10 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
             options, output_dir, lambda path: evaluate(path)[0],
             split.features.num_windows // run_config.train_batch_size, DEFAULT_BEST_METRIC,
             reported_keys(labels), training.is_chief(strategy or tf.distribute.get_strategy()))
-        out["train"] = training.train(task, run_config, input_fn(
-            split, options.max_seq_length, True, run_config.seed, options), strategy, evaluator)
+        out["train"] = training.train(
+            training_task(task) if training_task else task, run_config,
+            input_fn(split, options.max_seq_length, True, run_config.seed, options), strategy,
+            evaluator)
     if options.do_eval:
         out["eval"], predicted = evaluate()
         out["files"].update(_write_outputs(output_dir, "eval", dev[0], options, predicted,

@@ -168,7 +168,8 @@ def _check(options: SquadOptions) -> None:
 
 
 def run_squad(options: SquadOptions, run_config: training.RunConfig,
-              strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
+              strategy: tf.distribute.Strategy | None = None,
+              training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
     """Trains and/or predicts (and evaluates), as `options` asks.
 
     Args:
@@ -176,6 +177,7 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
       run_config: the loop's options; num_train_steps/num_warmup_steps are computed here from the
         number of training questions, num_train_epochs and warmup_proportion.
       strategy: from `bert_tf.training.distribution`; None picks the default.
+      training_task: what --do_train trains in place of the span task (given it).
 
     Returns:
       {"train": loop figures, "train_counts", "predict_counts": read/feature counts,
@@ -214,7 +216,8 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                                   tokenizer, checkpoint=path, write=False)["eval"],
             cached.num_examples // run_config.train_batch_size, DEFAULT_BEST_METRIC,
             None, training.is_chief(strategy or tf.distribute.get_strategy()))
-        out["train"] = training.train(task, run_config, input_fn, strategy, evaluator)
+        out["train"] = training.train(training_task(task) if training_task else task,
+                                      run_config, input_fn, strategy, evaluator)
     if options.do_predict:
         cached = predict_records()
         out["predict_counts"] = cached.counts

@@ -1,0 +1,4 @@
+"""Workflows: what combines tasks, one layer above them (`distillation/`: a fine-tuned teacher
+into a smaller student, through any task's run function).
+May import tasks and everything below them; no task imports a workflow.
+"""
