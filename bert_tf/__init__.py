@@ -11,8 +11,8 @@ import importlib.util as _importlib_util
 # (tokenization, sample text, the pretraining-data workers) must not pay that in every worker.
 if _importlib_util.find_spec("tensorflow") is None:
     raise ImportError(
-        "bert_tf needs TensorFlow 2.16+: run `pip install 'tensorflow-cpu>=2.16'` "
-        "(GPU: `pip install 'tensorflow[and-cuda]>=2.16'`; TPU VM: `pip install tensorflow-tpu`)."
+        "bert_tf needs TensorFlow 2.21+: run `pip install 'tensorflow-cpu>=2.21'` "
+        "(GPU: `pip install 'tensorflow[and-cuda]>=2.21'`; TPU VM: `pip install tensorflow-tpu`)."
     ) from None
 
 __version__ = "0.1.0"

@@ -8,6 +8,8 @@ Each script's `run()` calls `run_main(main)` instead of `absl.app.run(main)`:
   `error: <message>` on stderr and exits with status 1, without a traceback;
 - a flag that does not parse (unknown flag, bad value, missing required flag) prints
   `error: <message>` and exits with status 2, the usual status of a command-line mistake;
+- `bert_tf.errors.Preempted` (training saved a checkpoint on SIGTERM / SIGINT) prints its one
+  line and exits with status 75 (PREEMPTED_STATUS): run the same command again to resume;
 - anything else is a bug in bert_tf and keeps its traceback.
 
 `--verbosity=1` (absl's flag) or the environment variable BERT_TF_TRACEBACK=1 shows the traceback
@@ -23,7 +25,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from absl import app, flags
 
-from bert_tf.errors import UserError
+from bert_tf.errors import PREEMPTED_STATUS, Preempted, UserError
 
 TRACEBACK_ENV = "BERT_TF_TRACEBACK"
 USER_ERROR_STATUS = 1
@@ -83,6 +85,10 @@ def run_main(main: Callable[[list[str]], Any]) -> None:
     def guarded_main(args: list[str]) -> Any:
         try:
             return main(args)
+        except Preempted as e:
+            sys.stderr.write(f"{e}\n")
+            sys.stderr.flush()
+            sys.exit(PREEMPTED_STATUS)
         except Exception as e:  # noqa: BLE001 (sorted into user errors and bugs just below)
             message = user_error_message(e)
             if message is None or traceback_requested():

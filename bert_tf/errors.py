@@ -7,7 +7,13 @@ names the file (and line) or the flag at fault and says what to do.
 `UserError` subclasses ValueError, and the file-flavoured ones FileNotFoundError and
 PermissionError, so callers that catch the built-in types keep working. Every subclass takes a
 single message, so the errors of worker processes pickle back to the parent unchanged.
+
+`Preempted` is no user error: training stopped on a preemption notice after saving a
+checkpoint; `run_main` prints its one line and exits with PREEMPTED_STATUS.
 """
+
+# os.EX_TEMPFAIL: "temporary failure, retry": the job is not done, run the same command again.
+PREEMPTED_STATUS = 75
 
 
 class UserError(ValueError):
@@ -24,3 +30,10 @@ class UnreadableFileError(UserError, PermissionError):
 
 class EmptyInputError(UserError):
     """An input holds nothing to work on (no documents, examples or questions)."""
+
+
+class Preempted(Exception):
+    """Training stopped on a preemption notice; a checkpoint of the step reached was saved.
+
+    The message is the one line a script prints (which checkpoint, the command that resumes).
+    """

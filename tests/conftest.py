@@ -18,3 +18,34 @@ TESTDATA = os.path.join(REPO, "tests", "testdata")
 def tiny_config() -> BertConfig:
     return BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                       intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
+
+
+def require_extra(module: str, extra: str):
+    """Imports an optional package's `module`; without it the caller's tests skip, except under
+    CI=true (`make test` sets it: it installed every extra), where a missing one is a failure."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec(module) is not None:
+        return importlib.import_module(module)
+    message = f"{module} is not installed (the '{extra}' extra: pip install -e '.[cpu,{extra}]')"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message}, but CI=true: `make test` installs it", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+@pytest.fixture
+def beam_extra():
+    """For `pytest.mark.usefixtures("beam_extra")`: apache-beam, as `require_extra` says."""
+    return require_extra("apache_beam", "beam")
+
+
+@pytest.fixture(scope="session")
+def script_runner():
+    """One server that runs the scripts' command lines, each in a fresh forked process, for the
+    whole session (see script_runs.py): TensorFlow is imported once, not once per run."""
+    from script_runs import ScriptRunner
+
+    env = {key: value for key, value in os.environ.items() if key != "BERT_TF_TRACEBACK"}
+    with ScriptRunner(env) as runner:
+        yield runner

@@ -44,7 +44,8 @@ def main(jobs_path: str, output_path: str) -> None:
         if job["export_dir"] not in loaded:
             loaded[job["export_dir"]] = tf.saved_model.load(job["export_dir"])
         serve = loaded[job["export_dir"]].signatures[job["signature"]]
-        outputs = serve(**{name: tf.constant(values) for name, values in job["inputs"].items()})
+        outputs = serve(**{name: tf.constant(values, tf.string)  # [] too: an empty request
+                           for name, values in job["inputs"].items()})
         results.append({name: _plain(tensor.numpy().tolist()) for name, tensor in outputs.items()})
     with open(output_path, "w", encoding="utf-8") as f:
         json.dump(results, f)

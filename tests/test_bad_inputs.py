@@ -1,20 +1,18 @@
 """Every script as a user runs it, over bad inputs: one `error:` line naming the file or flag.
 
-Each case runs its script in a subprocess and asserts: the exit status (1 for a user error, 2 for
-a flag that does not parse), exactly one `error:` line holding the expected name, no traceback,
-and no output left under a final name. A few cases are inputs that look odd but must work (CRLF
-line ends, raw text with invalid UTF-8, which the original drops). The subprocesses run two at a
-time from a module fixture, so the module costs about one TensorFlow import per two cases.
+Each case runs its script in a process of its own and asserts: the exit status (1 for a user
+error, 2 for a flag that does not parse), exactly one `error:` line holding the expected name, no
+traceback, and no output left under a final name. A few cases are inputs that look odd but must
+work (CRLF line ends, raw text with invalid UTF-8, which the original drops). The processes are
+forked, two at a time, from the session's server that imported TensorFlow once
+(`script_runs`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -24,6 +22,7 @@ from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from pretraining_records import TINY_CONFIG
+from script_runs import Run
 from tiny_models import REPO, SPECIAL_TOKENS
 
 WORDS = ("the", "cat", "sat", "on", "mat", "a", "dog", "ran", "it", "was", "sitting", ".")
@@ -44,8 +43,7 @@ class Case:
     absent: tuple[str, ...] = ()  # final output names that must not exist afterwards
 
     def argv(self, directory: str) -> list[str]:
-        return [sys.executable, os.path.join(REPO, self.script),
-                *(arg.format(d=directory) for arg in self.args)]
+        return [os.path.join(REPO, self.script), *(arg.format(d=directory) for arg in self.args)]
 
 
 _MODEL = ("--vocab_file={d}/vocab.txt", "--bert_config_file={d}/bert_config.json")
@@ -220,23 +218,16 @@ def write_inputs(d: str) -> None:
     _write(f"{d}/ner_empty/train.txt", "\n\n")
 
 
-def _run(case: Case, directory: str) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "BERT_TF_TRACEBACK"}
-    return subprocess.run(case.argv(directory), cwd=directory, capture_output=True, text=True,
-                          env=dict(env, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
-
-
 @pytest.fixture(scope="module")
-def results(request, tmp_path_factory) -> tuple[str, dict[str, subprocess.CompletedProcess]]:
-    """Runs the cases that this session selected (all, or those of `-k`), two at a time."""
-    selected = {item.callspec.params["case"].name for item in request.session.items
-                if "case" in getattr(getattr(item, "callspec", None), "params", {})}
+def results(request, tmp_path_factory, script_runner) -> tuple[str, dict[str, Run]]:
+    """Runs the cases that this session selected (all, or those of `-k`)."""
+    selected = [case for case in CASES if case.name in {
+        item.callspec.params["case"].name for item in request.session.items
+        if "case" in getattr(getattr(item, "callspec", None), "params", {})}]
     directory = str(tmp_path_factory.mktemp("bad_inputs"))
     write_inputs(directory)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = {case.name: pool.submit(_run, case, directory) for case in CASES
-                   if case.name in selected}
-        return directory, {name: future.result() for name, future in futures.items()}
+    runs = script_runner.run_all([(case.argv(directory), directory) for case in selected])
+    return directory, {case.name: run for case, run in zip(selected, runs)}
 
 
 def test_the_sweep_covers_every_script_with_27_cases():

@@ -93,10 +93,13 @@ def test_damaged_classifier_cache_is_rebuilt(how, glue_tokenizer, tmp_path, capl
 def test_unreadable_classifier_sidecar_is_rebuilt(glue_tokenizer, tmp_path, caplog):
     cache = _classifier_cache(glue_tokenizer, tmp_path)
     split = cache.records("dev")
-    open(split.path + ".json", "w").close()  # emptied by a crash of the file system
+    sidecar = split.path + ".json"
+    written = open(sidecar, "rb").read()
+    open(sidecar, "w").close()  # emptied by a crash of the file system
     with caplog.at_level(logging.WARNING, logger="absl"):
         assert cache.records("dev").num_examples == split.num_examples
     assert any("unreadable" in r.message for r in caplog.records)
+    assert open(sidecar, "rb").read() == written  # rewritten, not left empty
 
 
 def test_intact_cache_is_reused(glue_tokenizer, tmp_path, monkeypatch):

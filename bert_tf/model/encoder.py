@@ -169,8 +169,10 @@ class TokenLayout:
         else:
             ends = tf.reduce_max(tf.where(input_mask != 0, tf.range(1, self.seq_length + 1), 0),
                                  axis=1)  # [B], 0 for a row of padding only
-            self.key_length = tf.where(tf.reduce_min(ends) == 0, self.seq_length,
-                                       tf.reduce_max(ends))
+            # All S keys when some row is padding only (it attends every position) or there is
+            # no row at all (a max over no rows is no length).
+            self.key_length = tf.where(tf.reduce_any(ends == 0) | (self.batch == 0),
+                                       self.seq_length, tf.reduce_max(ends))
             bias = ((1.0 - tf.cast(input_mask[:, :self.key_length], tf.float32))
                     * ATTENTION_MASK_BIAS)  # [B,K]
         # → [B,1,1,S|K]: one bias row broadcast over heads and query positions.
@@ -313,9 +315,9 @@ class TransformerBlock(keras.layers.Layer):
             return tf.split(fused, len(layers), axis=1)
         return [tf.nn.bias_add(tf.matmul(x, k), b) for k, b in zip(kernels, biases)]
 
-    def _heads(self, x: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
-        """[B*Q,H] → [B,N,Q,D]."""
-        x = tf.reshape(x, [batch, -1, self.num_heads, self.head_size])  # [B,Q,N,D]
+    def _heads(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+        """[B*Q,H] → [B,N,Q,D], Q = `length` (given: a batch of no rows has no Q to infer)."""
+        x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])  # [B,Q,N,D]
         return _swap_heads(x)
 
     def _attention(self, q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, layout: TokenLayout,
@@ -324,7 +326,10 @@ class TransformerBlock(keras.layers.Layer):
         [B*K,H] (`layout.key_rows`) → (context [B*Q,H], float32 scores [B,N,Q,S|K] before the
         mask and softmax)."""
         batch = layout.batch
-        q, k, v = (self._heads(t, batch) for t in (q, k, v))  # [B,N,Q|K,D]
+        queries = tf.shape(q)[0] // tf.maximum(batch, 1)
+        keys = tf.shape(layout.mask_bias)[-1]  # S or K
+        q = self._heads(q, batch, queries)  # [B,N,Q,D]
+        k, v = (self._heads(t, batch, keys) for t in (k, v))  # [B,N,K,D]
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
         probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
@@ -485,9 +490,11 @@ class BertEncoder(keras.Model):
             positions = tf.concat([first, output_positions], 1)  # [B,1+P]
             rows = blocks[-1](x, layout=layout, training=training,
                               query_rows=layout.rows_at(positions))
-            rows = tf.reshape(rows, [layout.batch, -1, hidden_size])  # [B,1+P,H]
+            rows = tf.reshape(rows, [layout.batch, tf.shape(positions)[1],
+                                     hidden_size])  # [B,1+P,H]
             return {"selected_output": rows[:, 1:], "pooled_output": self._pool(rows[:, 0])}
-        embedding_output = tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, -1])
+        embedding_output = tf.reshape(layout.pad(x),
+                                      [layout.batch, layout.seq_length, x.shape[-1]])
         encoder_outputs, attention_scores = [], []
         for block in blocks:
             if output_attention_scores:

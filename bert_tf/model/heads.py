@@ -61,7 +61,7 @@ class MaskedLM(keras.layers.Layer):
         logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), table, transpose_b=True)  # [B*P,V]
         logits = tf.cast(logits, tf.float32) + self.output_bias
         shape = tf.shape(masked_rows)
-        return tf.reshape(logits, [shape[0], shape[1], -1])  # [B,P,V]
+        return tf.reshape(logits, [shape[0], shape[1], table.shape[0]])  # [B,P,V]
 
 
 class _OutputWeights(keras.layers.Layer):
@@ -81,7 +81,7 @@ class _OutputWeights(keras.layers.Layer):
         shape = tf.shape(x)
         x = tf.reshape(tf.cast(x, tf.float32), [-1, x.shape[-1]])  # [M,H]
         logits = tf.matmul(x, self.output_weights, transpose_b=True) + self.output_bias  # [M,out]
-        return tf.reshape(logits, tf.concat([shape[:-1], [-1]], 0))
+        return tf.reshape(logits, tf.concat([shape[:-1], [self.output_weights.shape[0]]], 0))
 
 
 class NextSentence(_OutputWeights):

@@ -4,13 +4,10 @@ Every loss here is `Σ w·ℓ / (Σ w + ε)` over some per-example losses ℓ, s
 `LossParts(total=Σ w·ℓ, normalizer=Σ w, epsilon=ε, per_example=ℓ)` and the caller picks:
 
 - `parts.value()`: the loss of this batch, exactly the original's formula (one device).
-- `parts.replica_value()`: under a tf.distribute strategy, inside `strategy.run`, this replica's
-  share of the GLOBAL batch's loss: `total / (Σ_replicas normalizer + ε)`. The shares of all
-  replicas sum to the loss of the global batch, and so do their gradients (the optimizer sums the
-  replicas' gradients), so 2 replicas give the same loss and update as 1 device on the same global
-  batch. Outside a strategy it equals `value()`.
+- `parts.total` and `parts.normalizer`: what `bert_tf.training.steps` sums over the replicas, so
+  that each replica's share is `total / (Σ_replicas normalizer + ε)`.
 
-Masked LM: ε = 1e-5 (the original's). Means (next sentence, classification, span, regression) have
+Masked LM: ε = 1e-5 (the original's). Means (next sentence, span, regression) have
 w = 1 and ε = 0; the token-classification loss is a weighted mean that ignores weight-0 positions.
 A zero normaliser with ε = 0 gives 0, not NaN. Everything is computed in float32, whatever the
 dtype of the logits.
@@ -23,14 +20,6 @@ from typing import NamedTuple
 import tensorflow as tf
 
 MASKED_LM_EPSILON = 1e-5
-
-
-def cross_replica_sum(value: tf.Tensor) -> tf.Tensor:
-    """Sums `value` over the replicas when called in a replica context with several replicas."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
 class LossParts(NamedTuple):
@@ -51,11 +40,6 @@ class LossParts(NamedTuple):
     def value(self) -> tf.Tensor:
         """The loss of this batch: total / (normalizer + epsilon), float32 scalar."""
         return _divide(self.total, self.normalizer, self.epsilon)
-
-    def replica_value(self) -> tf.Tensor:
-        """This replica's share of the global-batch loss (see the module docstring)."""
-        normalizer = cross_replica_sum(tf.stop_gradient(self.normalizer))
-        return _divide(self.total, normalizer, self.epsilon)
 
 
 def _divide(total: tf.Tensor, normalizer: tf.Tensor, epsilon: float) -> tf.Tensor:
@@ -112,11 +96,6 @@ def masked_lm_loss(logits: tf.Tensor, label_ids: tf.Tensor, label_weights: tf.Te
 
 def next_sentence_loss(logits: tf.Tensor, labels: tf.Tensor) -> LossParts:
     """Next-sentence loss: mean CE over the batch. logits [B, 2], labels [B] (0 = is next)."""
-    return weighted_cross_entropy(logits, tf.reshape(labels, [-1]))
-
-
-def classification_loss(logits: tf.Tensor, labels: tf.Tensor) -> LossParts:
-    """Sequence classification loss: mean CE. logits [B, num_labels], labels [B] int."""
     return weighted_cross_entropy(logits, tf.reshape(labels, [-1]))
 
 

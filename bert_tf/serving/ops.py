@@ -17,8 +17,6 @@ import os
 
 import tensorflow as tf
 
-SERVING_RELEASE = "2.20.0"
-TENSORFLOW_TEXT_RELEASE = "2.20.0"
 # Op names registered by tensorflow-text's ops_lib, as TensorFlow Serving 2.20.0 links it.
 SERVING_TEXT_OPS = frozenset({
     "TFText>OffsetsToBoiseTags", "TFText>BoiseTagsToOffsets",          # boise_offset_converter

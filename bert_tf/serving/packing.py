@@ -53,7 +53,8 @@ def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep
         `text` lines beside `text_a ||| text_b` lines).
 
     Returns:
-      `input_ids`, `input_mask`, `segment_ids`: int32 [B,S], S the longest row in the batch;
+      `input_ids`, `input_mask`, `segment_ids`: int32 [B,S], S the longest row in the batch
+        (2 when B = 0);
       `lengths_a`: int32 [B] tokens of `a` kept (what follows [CLS]).
     """
     len_a = tf.cast(ids_a.row_lengths(), tf.int32)
@@ -71,7 +72,9 @@ def pack(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, cls_id: int, sep
     lengths = first + keep_b  # [B]
     # One scatter into [B, S+1] (S the longest row): [CLS], each segment's kept tokens and the
     # [SEP]s at their columns, dropped tokens into the extra column S, which is cut off.
-    width = tf.maximum(tf.reduce_max(lengths), 0)  # 0 for an empty batch
+    # Every row holds [CLS] and [SEP]: 2 columns for a batch of no rows too, so that [B,S]
+    # outputs (the first column, the mean over columns) exist with B = 0.
+    width = tf.maximum(tf.reduce_max(lengths), 2)
     junk = tf.cast(width, tf.int64)
     rows = tf.range(tf.size(lengths, out_type=tf.int64))  # [B]
     cells = [tf.stack([rows, tf.zeros_like(rows)], axis=1),

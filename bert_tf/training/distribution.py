@@ -93,7 +93,9 @@ def _watch_worker_heartbeats(timeout_seconds: int) -> None:
 
     MultiWorkerMirroredStrategy starts the service with TensorFlow's defaults when none is
     configured; this configures it the same way (every chief and worker task, led by the first)
-    with the heartbeat timeout. There is no public API for it, hence the eager context's own.
+    with the heartbeat timeout. There is no public API for it, hence the eager context's own
+    (checked on TensorFlow 2.21.0; tests/training/test_distribution.py's
+    `test_the_private_coordination_api_is_still_there` fails when these names change).
     """
     from tensorflow.python.distribute import multi_worker_util  # noqa: PLC0415
     from tensorflow.python.eager import context  # noqa: PLC0415

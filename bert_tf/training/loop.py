@@ -151,9 +151,13 @@ def _dtype_policy(dtype: str):
 
 
 def _seed_states(model: keras.Model) -> list:
-    """The dropout RNG states: Keras does not track SeedGenerators for tf.train.Checkpoint."""
-    return [generator.state for layer in model._flatten_layers()
-            for generator in getattr(layer, "_seed_generators", [])]
+    """The dropout RNG states: Keras does not track SeedGenerators for tf.train.Checkpoint.
+
+    Keras' `variables` are the `weights` plus every SeedGenerator's state (its documented
+    meaning: "all layer state, including random seeds").
+    """
+    weights = {id(variable) for variable in model.weights}
+    return [variable for variable in model.variables if id(variable) not in weights]
 
 
 class _Run:

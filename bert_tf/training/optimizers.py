@@ -133,6 +133,15 @@ class _BertOptimizer(keras.optimizers.Optimizer):
     Keras' own `weight_decay` and `global_clipnorm` are not used: Keras clips each replica's
     gradients before they are summed (TF backend), and it decays by the short variable name.
 
+    Keras has no public hook for "sum across replicas, then clip", so this overrides three
+    private methods of `keras.optimizers.Optimizer` (checked on Keras 3.15.1 with TensorFlow
+    2.21.0): `_clip_gradients` (called once per update, in the replica context),
+    `_all_reduce_sum_gradients` (the TF backend's sum, made a no-op) and
+    `_get_current_learning_rate` (reading `_learning_rate`); it also reads `_get_variable_index`.
+    `add_optimizer_variables` needs Keras 3.10.
+    tests/training/test_optimization.py's `test_replica_gradients_are_summed_exactly_once`
+    fails if Keras changes what they mean (gradients summed twice or never).
+
     After each update `gradient_norm` (a float32 scalar variable, same on every replica) holds the
     global norm of the summed gradients BEFORE clipping, for summaries.
     """

@@ -1,11 +1,12 @@
-"""A preemption notice (SIGTERM, or SIGINT = Ctrl-C) → a checkpoint at the current step → exit.
+"""A preemption notice (SIGTERM, or SIGINT = Ctrl-C) → a checkpoint at the current step → Preempted.
 
 The training loop (`bert_tf.training.loop.train`) opens a `PreemptionWatch` around its steps:
 
 - TensorFlow's `tf.distribute.experimental.PreemptionCheckpointHandler` watches for SIGTERM and,
   for MultiWorkerMirroredStrategy, agrees through the coordination service on the loop call
   after which every worker saves; its `TerminationConfig` calls back `save` (a checkpoint of the
-  loop, numbered by the global step, as the periodic ones) and `exit` (one line, then exit status
+  loop, numbered by the global step, as the periodic ones) and `exit` (raises
+  `bert_tf.errors.Preempted`, whose one line the scripts print before exiting with status
   PREEMPTED_STATUS). SIGINT is routed to the same handler.
 - A loop call may hold many steps (--iterations_per_loop), and Python runs signal handlers only
   between calls. So the signal also wakes a thread (Python's wakeup fd) that raises `notice`, a
@@ -14,7 +15,10 @@ The training loop (`bert_tf.training.loop.train`) opens a `PreemptionWatch` arou
   together), and the handler's protocol then runs one more step and saves: no finished step is
   lost.
 - Where the handler does not watch SIGTERM (it is documented as inert on GCP CPU and TPU VMs), the
-  notice is handled here the same way: save after the call the notice ended, exit.
+  notice is handled here the same way: save after the call the notice ended, raise.
+
+The signal handlers, the wakeup fd and `threading.excepthook` are the caller's again when the
+watch closes.
 
 A second notice while saving is absorbed (the handler only records it); SIGKILL remains the way
 to stop at once, and a checkpoint interrupted by it is never chosen on resume (see
@@ -31,15 +35,15 @@ import signal
 import socket
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Iterator
 
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.errors import UserError
+from bert_tf.errors import PREEMPTED_STATUS, Preempted, UserError
 
-# os.EX_TEMPFAIL: "temporary failure, retry" — the job is not done, run the same command again.
-PREEMPTED_STATUS = 75
+__all__ = ["PREEMPTED_STATUS", "Preempted", "LostWorkerError", "PreemptionWatch",
+           "lost_workers_named", "resume_command"]
 NOTICE_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _TASK = re.compile(r"/job:\w+/replica:\d+/task:\d+")
 
@@ -67,13 +71,13 @@ def lost_workers_named(output_dir: str):
             f"{checkpoint}") from error
 
 
-def _quiet_lost_peer_watcher() -> None:
+@contextlib.contextmanager
+def _quiet_lost_peer_watcher() -> Iterator[None]:
     """TensorFlow's handler watches its peers from a thread that dies with a traceback when the
     coordination service goes away with a lost worker; the main thread reports that worker in
-    one line (`lost_workers_named`), so that thread's end is logged in one line too."""
+    one line (`lost_workers_named`), so that thread's end is logged in one line too. The
+    previous `threading.excepthook` is back on leaving."""
     previous = threading.excepthook
-    if getattr(previous, "bert_tf_quiet", False):
-        return
 
     def hook(args: threading.ExceptHookArgs) -> None:
         if (args.thread is not None and args.thread.name.startswith("PeerTerminationWatcher")
@@ -82,8 +86,11 @@ def _quiet_lost_peer_watcher() -> None:
                          args.exc_value.message.splitlines()[0])
             return
         previous(args)
-    hook.bert_tf_quiet = True
     threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def resume_command() -> str:
@@ -115,7 +122,8 @@ class PreemptionWatch:
         if not self._active:
             return
         self._previous = {number: signal.getsignal(number) for number in NOTICE_SIGNALS}
-        _quiet_lost_peer_watcher()
+        self._quiet_watcher = _quiet_lost_peer_watcher()
+        self._quiet_watcher.__enter__()
         self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             getattr(strategy, "cluster_resolver", None),
             # The handler restores and counts loop calls in a checkpoint of its own; ours are
@@ -145,13 +153,14 @@ class PreemptionWatch:
         self.close()
 
     def close(self) -> None:
-        """Gives the signals back to their previous handlers (eval, export, ... follow)."""
+        """Gives the signals (and threading.excepthook) back to their previous handlers."""
         if not self._active or self._wakeup_write.fileno() < 0:
             return
         signal.set_wakeup_fd(self._previous_wakeup_fd)
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._wakeup_write.close()
+        self._quiet_watcher.__exit__(None, None, None)
 
     def after_call(self, step: int, stopped: bool) -> None:
         """After each loop call: saves and exits if a notice (of any worker) asks for it.
@@ -206,11 +215,9 @@ class PreemptionWatch:
         message = (f"preempted: saved {path} at step {step}; resume with the same command: "
                    f"{resume_command()}")
         logging.info(message)
-        sys.stderr.write(message + "\n")
-        sys.stderr.flush()
         self.close()
         self._received.clear()  # handled: saved
-        sys.exit(PREEMPTED_STATUS)
+        raise Preempted(message)
 
 
 def _absorb(signum: int, frame) -> None:

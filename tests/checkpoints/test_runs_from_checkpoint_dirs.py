@@ -11,12 +11,9 @@ predicts them again in transformers.
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib.resources
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -65,7 +62,7 @@ def _argv(script: str, kind: str, directory: str) -> list[str]:
     flags = [flag.format(d=directory, kind=kind) for flag in RUNS[script][0]]
     if script != "run_pretraining.py":
         flags.append(f"--vocab_file={MINILM_DIR}/vocab.txt")
-    return [sys.executable, os.path.join(REPO, script), f"--init_checkpoint={init}", *flags]
+    return [os.path.join(REPO, script), f"--init_checkpoint={init}", *flags]
 
 
 def _write_inputs(directory: str) -> None:
@@ -119,15 +116,12 @@ def _transformers_probabilities(directory: str) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, script_runner):
+    """Every case as a user runs it, each in a process of its own (forked by `script_runner`)."""
     directory = str(tmp_path_factory.mktemp("checkpoint_dirs"))
     _write_inputs(directory)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = {case: pool.submit(subprocess.run, _argv(*case, directory), cwd=directory,
-                                     capture_output=True, text=True, env=env, timeout=900)
-                   for case in CASES}
-        return directory, {case: future.result() for case, future in futures.items()}
+    results = script_runner.run_all([(_argv(*case, directory), directory) for case in CASES])
+    return directory, dict(zip(CASES, results))
 
 
 @pytest.mark.parametrize("script,kind", CASES)

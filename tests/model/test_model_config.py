@@ -7,8 +7,6 @@ import errno
 import importlib.resources
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -100,28 +98,28 @@ def test_user_errors_and_bugs_are_told_apart():
         assert cli.user_error_message(bug) is None
 
 
-def _create_pretraining_data(tmp_path, env_changes: dict[str, str], *flags: str):
-    env = {key: value for key, value in os.environ.items() if key != cli.TRACEBACK_ENV}
-    return subprocess.run(
-        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
-         f"--input_file={tmp_path}/none*.txt", f"--output_file={tmp_path}/out.tfrecord",
-         f"--vocab_file={tmp_path}/vocab.txt", *flags],
-        capture_output=True, text=True, env={**env, **env_changes}, timeout=300)
+def _create_pretraining_data(runner, tmp_path, env_changes: dict[str, str], *flags: str):
+    """create_pretraining_data.py as a user runs it (a process of its own; BERT_TF_TRACEBACK
+    unset unless `env_changes` sets it)."""
+    return runner.run_all([(
+        [os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={tmp_path}/none*.txt",
+         f"--output_file={tmp_path}/out.tfrecord", f"--vocab_file={tmp_path}/vocab.txt", *flags],
+        str(tmp_path), env_changes)])[0]
 
 
-def test_a_user_error_is_one_line_and_a_traceback_on_request(tmp_path):
-    plain = _create_pretraining_data(tmp_path, {})
+def test_a_user_error_is_one_line_and_a_traceback_on_request(tmp_path, script_runner):
+    plain = _create_pretraining_data(script_runner, tmp_path, {})
     assert plain.returncode == 1 and "Traceback" not in plain.stderr
     assert plain.stderr.strip().splitlines()[-1] == \
         f"error: --input_file: no file matches {tmp_path}/none*.txt"
     for env, flags in (({cli.TRACEBACK_ENV: "1"}, ()), ({}, ("--verbosity=1",))):
-        verbose = _create_pretraining_data(tmp_path, env, *flags)
+        verbose = _create_pretraining_data(script_runner, tmp_path, env, *flags)
         assert verbose.returncode == 1 and "Traceback" in verbose.stderr
         assert "MissingFileError: --input_file: no file matches" in verbose.stderr
 
 
-def test_a_flag_that_does_not_parse_exits_with_2(tmp_path):
-    run = _create_pretraining_data(tmp_path, {}, "--dupe_factor=many")
+def test_a_flag_that_does_not_parse_exits_with_2(tmp_path, script_runner):
+    run = _create_pretraining_data(script_runner, tmp_path, {}, "--dupe_factor=many")
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert script_stderr_lines(run.stderr) == [
         "error: flag --dupe_factor=many: invalid literal for int() with base 10: 'many' "

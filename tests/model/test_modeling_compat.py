@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_tf import modeling, optimization
 from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model import compat_helpers
 from bert_tf.model.encoder import keep_padding
 
 
@@ -264,7 +265,7 @@ def test_attention_mask_activation_and_initializer_helpers():
     assert np.abs(values).max() <= 1.0 and 0.4 < values.std() < 0.5  # cut at 2σ: std 0.88σ
 
 
-def test_dropout_layer_norm_and_embedding_helpers():
+def test_dropout_layer_norm_and_embedding_helpers(monkeypatch):
     x = tf.random.normal([64, 64], seed=1) + 3.0
     assert modeling.dropout(x, 0.0) is x and modeling.dropout(x, None) is x
     dropped = modeling.dropout(tf.ones([100, 100]), 0.25).numpy()
@@ -280,10 +281,17 @@ def test_dropout_layer_norm_and_embedding_helpers():
     np.testing.assert_array_equal(output, tf.gather(table, ids))
     one_hot, one_hot_table = modeling.embedding_lookup(ids, 5, 6, use_one_hot_embeddings=True)
     np.testing.assert_allclose(one_hot, tf.gather(one_hot_table, ids), atol=1e-6)
+    tables = {}  # the type and position tables the postprocessor creates, by name
+    new_table = compat_helpers._new_table
+    monkeypatch.setattr(compat_helpers, "_new_table", lambda name, *args: tables.setdefault(
+        name, new_table(name, *args)))
     post = modeling.embedding_postprocessor(output, use_token_type=True, token_type_ids=ids % 2,
                                             max_position_embeddings=8, dropout_prob=0.0)
-    assert post.shape == (2, 3, 6)
-    np.testing.assert_allclose(post.numpy().mean(-1), 0, atol=1e-5)
+    summed = (output.numpy() + tables["token_type_embeddings"].numpy()[ids.numpy() % 2]
+              + tables["position_embeddings"].numpy()[:3][None])  # word + type + position
+    centred = summed - summed.mean(-1, keepdims=True)
+    expected = centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + 1e-12)  # LayerNorm
+    np.testing.assert_allclose(post.numpy(), expected, atol=1e-5)
     with pytest.raises(ValueError, match="token_type_ids"):
         modeling.embedding_postprocessor(output, use_token_type=True)
     with pytest.raises(tf.errors.InvalidArgumentError):

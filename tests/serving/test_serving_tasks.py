@@ -64,12 +64,17 @@ def exports(tmp_path_factory):
     jobs["albert_classifier"] = _job(directory / "albert" / "export", {
         "text_a": [a for a, _ in albert["pairs"]], "text_b": [b for _, b in albert["pairs"]]})
     jobs["albert_features"] = _job(directory / "albert" / "features", {"text": lines})
+    # The same exports on an empty request list (every input []).
+    jobs.update({f"{name}_empty": {**job, "inputs": {key: [] for key in job["inputs"]}}
+                 for name, job in list(jobs.items())})
     outputs = dict(zip(jobs, run_client(directory, list(jobs.values()))))
     return {"features": (features, outputs["features"]), "features_pair": outputs["features_pair"],
             "ner": {fmt: (ner[fmt], outputs[fmt]) for fmt in ner},
             "albert": albert, "albert_classifier": outputs["albert_classifier"],
             "albert_features": (albert["features"], outputs["albert_features"]),
             "pair_inputs": pair_inputs,
+            "empty": {name[:-len("_empty")]: outputs[name] for name in jobs
+                      if name.endswith("_empty")},
             "dirs": {name: job["export_dir"] for name, job in jobs.items()}}
 
 
@@ -220,6 +225,14 @@ def test_albert_sentencepiece_features_export_reproduces_extract_features(export
     _assert_features_equal(expected, got, hidden_size=32)
     tokens = {token for row in got["tokens"] for token in row}
     assert {"[CLS]", "[SEP]", "<unk>", "\u2581"} <= tokens
+
+
+def test_every_export_answers_an_empty_request_with_no_rows(exports):
+    """[] in every input: each output has no rows (the encoder runs on a batch of none)."""
+    assert set(exports["empty"]) == {"features", "features_pair", "conll", "char",
+                                     "albert_classifier", "albert_features"}
+    for name, outputs in exports["empty"].items():
+        assert outputs and all(value == [] for value in outputs.values()), (name, outputs)
 
 
 def test_task_exports_use_only_servable_ops(exports):

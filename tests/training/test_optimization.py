@@ -200,6 +200,13 @@ def data(batch=8, seed=3):
     return ids, labels, weights
 
 
+def replica_share(parts: losses.LossParts) -> tf.Tensor:
+    """This replica's share of the global batch's loss, as `bert_tf.training.steps` divides it."""
+    context = tf.distribute.get_replica_context()
+    normalizer = context.all_reduce(tf.distribute.ReduceOp.SUM, parts.normalizer)
+    return parts.total / (normalizer + parts.epsilon)
+
+
 def train(strategy=None, steps=3, jit_compile=False, checkpoint=None, restore=None, **kwargs):
     """A few MLM-style steps of the toy model; returns (weights, optimizer)."""
     strategy = strategy or tf.distribute.get_strategy()
@@ -212,7 +219,7 @@ def train(strategy=None, steps=3, jit_compile=False, checkpoint=None, restore=No
 
     def replica_step(ids, labels, weights):
         with tf.GradientTape() as tape:
-            loss = losses.masked_lm_loss(model(ids), labels, weights).replica_value()
+            loss = replica_share(losses.masked_lm_loss(model(ids), labels, weights))
             scaled = optimizer.scale_loss(loss)
         optimizer.apply(tape.gradient(scaled, model.trainable_variables),
                         model.trainable_variables)
@@ -285,7 +292,7 @@ def test_loss_scaling_matches_unscaled_and_skips_overflow_on_any_replica(baselin
         def replica_step(ids, labels, weights):
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             with tf.GradientTape() as tape:
-                loss = losses.masked_lm_loss(model(ids), labels, weights).replica_value()
+                loss = replica_share(losses.masked_lm_loss(model(ids), labels, weights))
                 loss *= tf.where(replica == 1, np.float32(np.inf), 1.0)
                 scaled = optimizer.scale_loss(loss)
             optimizer.apply(tape.gradient(scaled, model.trainable_variables),
@@ -315,3 +322,37 @@ def test_gradient_accumulation_equals_one_big_batch():
         big.apply([tf.constant(g) for g in grads], clone)
     assert int(optimizer.iterations.numpy()) == 2
     assert_close([v.numpy() for v in variables], [v.numpy() for v in clone], atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer_type", ["adamw", "lamb"])
+def test_replica_gradients_are_summed_exactly_once(optimizer_type):
+    """Guards the Keras internals the optimizer overrides (`_clip_gradients` sums the replicas'
+    gradients, `_all_reduce_sum_gradients` then does not; checked on Keras 3.15.1 / TF 2.21.0):
+    with a large epsilon the first update is linear in the gradient, so a sum taken twice (2×),
+    or never (each replica's own), moves the weight by the wrong amount."""
+    epsilon, lr = 1e3, 0.5
+    per_replica = np.array([[1.0, -2.0, 3.0], [4.0, 0.5, -1.0]], np.float32)
+    strategy = two_cpu_strategy()
+    with strategy.scope():
+        variable = tf.Variable(np.ones(3, np.float32))
+        optimizer = optimizers.build_optimizer(lr, 10, 0, optimizer_type=optimizer_type,
+                                               clip_norm=None, weight_decay_rate=0.0,
+                                               epsilon=epsilon)
+        optimizer.build([variable])
+
+    @tf.function
+    def step(grads):
+        strategy.run(lambda g: optimizer.apply([g], [variable]), args=(grads,))
+
+    grads = strategy.experimental_distribute_values_from_function(
+        lambda context: tf.constant(per_replica[context.replica_id_in_sync_group]))
+    step(grads)
+    g = per_replica.sum(0)
+    m, v = 0.1 * g, 0.001 * g ** 2
+    if optimizer_type == "lamb":  # bias-corrected, and scaled by ‖θ‖ / ‖update‖
+        update = (m / 0.1) / (np.sqrt(v / 0.001) + epsilon)
+        update *= np.linalg.norm(np.ones(3)) / np.linalg.norm(update)
+    else:
+        update = m / (np.sqrt(v) + epsilon)
+    np.testing.assert_allclose(variable.numpy(), 1.0 - lr * update, rtol=1e-5)
+    np.testing.assert_allclose(optimizer.gradient_norm.numpy(), np.linalg.norm(g), rtol=1e-6)

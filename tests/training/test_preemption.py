@@ -1,5 +1,6 @@
 """A preemption notice (SIGTERM, or SIGINT = Ctrl-C) while training: a checkpoint at the step
-reached, exit status 75 with one line naming it and the command, and the same command resumes to
+reached, `Preempted` with one line naming it and the command (the scripts exit with status 75:
+tests/training/test_cluster.py), the caller's hooks back, and the same command resumes to
 the weights of an uninterrupted run (one device with dynamic masking and gradient accumulation;
 MirroredStrategy on two CPU devices, with a second signal during the save)."""
 
@@ -17,6 +18,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import preemption_signals  # noqa: E402
+from bert_tf import cli  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.training import loop as training, preemption  # noqa: E402
 from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, \
@@ -62,11 +64,14 @@ def _train(data, output_dir, input_file, strategy=None, accumulation=2):
 
 
 def _preempted(capsys, data, output_dir, input_file, strategy=None, accumulation=2) -> int:
-    """Runs until the notice; checks the exit status and line; returns the step saved."""
-    with pytest.raises(SystemExit) as exit_info:
+    """Runs until the notice; checks the exception's line and that the process's hooks are the
+    caller's again; returns the step saved."""
+    excepthook = threading.excepthook
+    with pytest.raises(preemption.Preempted) as preempted:
         _train(data, output_dir, input_file, strategy, accumulation)
-    assert exit_info.value.code == preemption.PREEMPTED_STATUS == 75
-    lines = EXIT_LINE.findall(capsys.readouterr().err)
+    assert threading.excepthook is excepthook
+    assert "preempted" not in capsys.readouterr().err  # the script prints it, not the library
+    lines = EXIT_LINE.findall(str(preempted.value))
     assert len(lines) == 1, lines
     path, step, command = lines[0]
     assert path == f"{output_dir}/ckpt-{step}" and command == preemption.resume_command()
@@ -139,3 +144,16 @@ def test_where_tensorflows_handler_is_inert_the_loop_saves_and_exits_itself(
         server.shutdown()
     assert step in (6, 7)  # no extra step: saved right after the call the notice ended
     assert weights(tmp_path / f"gce/ckpt-{step}")["global_step/.ATTRIBUTES/VARIABLE_VALUE"] == step
+
+
+def test_scripts_print_the_preempted_line_and_exit_75(monkeypatch, capsys):
+    """`cli.run_main` (every script's `run`) turns the library's Preempted into status 75."""
+    line = "preempted: saved /out/ckpt-7 at step 7; resume with the same command: python x.py"
+
+    def main(argv):
+        raise preemption.Preempted(line)
+    monkeypatch.setattr("sys.argv", ["x.py"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.run_main(main)
+    assert exit_info.value.code == preemption.PREEMPTED_STATUS == 75
+    assert capsys.readouterr().err.splitlines() == [line]

@@ -60,7 +60,10 @@ def plan_windows(counts: tf.RaggedTensor, capacity: int, overlap: int) -> dict[s
     """
     num_words = counts.row_lengths()  # [B]
     dense = counts.to_tensor(0)  # [B,Wmax]
-    ends = tf.concat([tf.zeros_like(dense[:, :1]), tf.cumsum(dense, axis=1)], axis=1)  # [B,Wmax+1]
+    # The first column from num_words: dense[:, :1] has none when no sentence has a word
+    # (an empty request, or only empty texts).
+    ends = tf.concat([tf.zeros_like(num_words)[:, None], tf.cumsum(dense, axis=1)],
+                     axis=1)  # [B,Wmax+1]
     width = tf.shape(ends, out_type=tf.int64)[1]
     padded = tf.where(tf.range(width)[None, :] <= num_words[:, None], ends, _BIG)
 

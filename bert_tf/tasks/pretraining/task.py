@@ -31,10 +31,12 @@ from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets, features, tfrecord
 from bert_tf.tasks.pretraining import dynamic_masking, electra
-from bert_tf.tasks.pretraining import metrics as pretraining_metrics
 from bert_tf.training import log as training_log, loop as training
 
 GOOGLE_CHECKPOINT_DIR = "google_checkpoint"
+# eval_results.txt's metrics, those of the original's `metric_fn` (besides global_step).
+EVAL_RESULT_NAMES = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                     "next_sentence_loss", "loss")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +170,7 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
         if training.is_chief(strategy):
             _write_eval_results(run_config.output_dir, results,
                                 electra.METRIC_NAMES if electra_objective else
-                                pretraining_metrics.METRIC_NAMES)
+                                EVAL_RESULT_NAMES)
     if options.export_hf_dir and training.is_chief(strategy):
         hf_export.export_hf_directory(
             training.load_model(task, run_config), options.export_hf_dir,

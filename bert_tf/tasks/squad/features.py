@@ -304,13 +304,3 @@ def _add_windows(chunk: _Chunk, index: int, example: SquadExample, context: _Con
             chunk.max_context[len(chunk.rows)] = best[first:first + length] == k
         chunk.rows.append((index, len(chunk.queries) - 1, context_start + first, length, start, end,
                            int(is_training and example.is_impossible)))
-
-
-def build_features(examples: Sequence[SquadExample], tokenizer: Any, max_seq_length: int,
-                   doc_stride: int, max_query_length: int,
-                   is_training: bool) -> tuple[SquadFeatures, FeatureStats]:
-    """All windows of `examples` in memory, with their counts (see `iter_features`)."""
-    stats = FeatureStats()
-    chunks = list(iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
-                                is_training, stats))
-    return SquadFeatures.concatenate(chunks, max_seq_length), stats

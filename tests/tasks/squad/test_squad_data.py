@@ -10,6 +10,7 @@ import pytest
 from bert_tf.tasks.squad import examples as squad, features as squad_features
 from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
+from squad_windows import squad_windows
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")
 CONTEXT = "The Eiffel tower was built in (1889). It is in Paris, France."
@@ -60,7 +61,7 @@ def test_max_context_prefers_centred_tokens_and_the_first_window_on_ties():
 
 def test_windows_tokens_positions_and_max_context(tokenizer):
     example = _example("When was it built?", "1889", 6, 6)
-    features, stats = squad_features.build_features([example], tokenizer, max_seq_length=16,
+    features, stats = squad_windows([example], tokenizer, max_seq_length=16,
                                                     doc_stride=5, max_query_length=64,
                                                     is_training=True)
     # 16 - 5 query tokens - 3 = 8 document tokens per window, windows at 0, 5, 10, 15.
@@ -90,7 +91,7 @@ def test_windows_tokens_positions_and_max_context(tokenizer):
 def test_answers_in_several_windows_and_answers_longer_than_a_window(tokenizer):
     crossing = _example("Where is it?", "Paris, France", 10, 11)
     too_long = _example("Where is it?", "built in (1889). It is in Paris,", 4, 10)
-    features, stats = squad_features.build_features([crossing, too_long], tokenizer, 15, 5, 64,
+    features, stats = squad_windows([crossing, too_long], tokenizer, 15, 5, 64,
                                                     True)
     # "where is it ?" = 4 tokens → 8 per window; answer tokens 15-17 lie in windows 10-17 and
     # 15-18.
@@ -104,20 +105,20 @@ def test_answers_in_several_windows_and_answers_longer_than_a_window(tokenizer):
 
 def test_impossible_questions_and_prediction_features_point_at_cls(tokenizer):
     impossible = _example("Who named it?", "", -1, -1, impossible=True)
-    features, _ = squad_features.build_features([impossible], tokenizer, 64, 128, 64, True)
+    features, _ = squad_windows([impossible], tokenizer, 64, 128, 64, True)
     assert (features.start_positions.tolist(), features.is_impossible.tolist()) == ([0], [1])
     predict = _example("When was it built?")
-    features, _ = squad_features.build_features([predict], tokenizer, 64, 128, 64, False)
+    features, _ = squad_windows([predict], tokenizer, 64, 128, 64, False)
     assert (features.start_positions.tolist(), features.is_impossible.tolist()) == ([0], [0])
 
 
 def test_query_is_truncated_and_too_short_sequences_are_refused(tokenizer):
     example = _example("When was it built?")
-    features, stats = squad_features.build_features([example], tokenizer, 32, 128, 3, False)
+    features, stats = squad_windows([example], tokenizer, 32, 128, 3, False)
     assert _tokens(tokenizer, features, 0).startswith("[CLS] when was it [SEP] the e")
     assert stats.queries_truncated == 1
     with pytest.raises(ValueError, match="max_seq_length=8 leaves no room"):
-        squad_features.build_features([example], tokenizer, 8, 128, 64, False)
+        squad_windows([example], tokenizer, 8, 128, 64, False)
 
 
 def test_improve_answer_span_finds_the_first_tokenized_answer():
@@ -189,7 +190,7 @@ def test_malformed_json_and_wrong_layout(tmp_path):
 
 def test_chunked_build_equals_one_pass_across_paragraphs(tokenizer):
     examples, _ = squad.read_squad_examples(os.path.join(SQUAD_DIR, "v1_train.json"), True)
-    whole, stats = squad_features.build_features(examples, tokenizer, 20, 4, 6, True)
+    whole, stats = squad_windows(examples, tokenizer, 20, 4, 6, True)
     parts = list(squad_features.iter_features(examples, tokenizer, 20, 4, 6, True, chunk_size=1))
     chunked = squad_features.SquadFeatures.concatenate(parts, 20)
     for name, column in whole.columns().items():
@@ -283,7 +284,7 @@ def test_vectorised_windows_match_a_token_by_token_construction(tokenizer, seed)
             if impossible:
                 examples[-1].start_position = examples[-1].end_position = -1
     max_seq_length, doc_stride = int(rng.integers(14, 30)), int(rng.integers(1, 12))
-    features, _ = squad_features.build_features(examples, tokenizer, max_seq_length, doc_stride,
+    features, _ = squad_windows(examples, tokenizer, max_seq_length, doc_stride,
                                                 6, True)
     expected = [(i, row) for i, e in enumerate(examples)
                 for row in _reference_windows(e, tokenizer, max_seq_length, doc_stride, 6)]

@@ -1,5 +1,5 @@
 """The SQuAD raw-text export's graph (windows, maximum context, span search, null answer, mapping
-back onto the context) against run_squad's own pipeline (`features.build_features` +
+back onto the context) against run_squad's own pipeline (`features.iter_features` +
 `postprocess.compute_predictions`), both fed the same logits by a stand-in model."""
 
 import json
@@ -11,9 +11,10 @@ import tensorflow as tf
 
 from bert_tf.text import tokenizers
 from bert_tf.serving.saved_model import in_graph_tokenizer
-from bert_tf.tasks.squad import examples as squad, export, features as squad_features
+from bert_tf.tasks.squad import examples as squad, export
 from bert_tf.tasks.squad import postprocess
 from bert_tf.text import testing_text
+from squad_windows import squad_windows
 from tiny_models import REPO, train_tiny_sentencepiece
 
 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 40, 7, 12
@@ -69,7 +70,7 @@ def _examples() -> tuple[list[squad.SquadExample], list[str]]:
 
 
 def _expected(examples, tokenizer, do_lower_case):
-    features, _ = squad_features.build_features(examples, tokenizer, MAX_SEQ_LENGTH, DOC_STRIDE,
+    features, _ = squad_windows(examples, tokenizer, MAX_SEQ_LENGTH, DOC_STRIDE,
                                                 MAX_QUERY_LENGTH, False)
     logits = HashedLogits()({"input_ids": features.input_ids,
                              "segment_ids": features.segment_ids})

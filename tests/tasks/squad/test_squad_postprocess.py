@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import sentencepiece
 
-from bert_tf.tasks.squad import examples as squad, features as squad_features
+from bert_tf.tasks.squad import examples as squad
 from bert_tf.tasks.squad.postprocess import (compute_predictions, detokenize, final_text,
                                              write_predictions)
 from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
 from conftest import TESTDATA
+from squad_windows import squad_windows
 
 CONTEXT = "The Eiffel tower was built in (1889). It is in Paris, France."
 # Its 19 tokens: the e ##iff ##el tower was built in ( 1889 ) . it is in paris , france .
@@ -26,7 +27,7 @@ def tokenizer():
 def _features(tokenizer, question, max_seq_length, doc_stride):
     words, _ = squad.split_context(CONTEXT)
     example = squad.SquadExample("q1", question, words)
-    features, _ = squad_features.build_features([example], tokenizer, max_seq_length, doc_stride,
+    features, _ = squad_windows([example], tokenizer, max_seq_length, doc_stride,
                                                 64, False)
     return [example], features
 

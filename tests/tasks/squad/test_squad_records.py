@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.records import features as record_schemas
-from bert_tf.tasks.squad import (examples as squad, features as squad_features,
-                                 records as squad_records)
+from bert_tf.tasks.squad import examples as squad, records as squad_records
 from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
+from squad_windows import squad_windows
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")
 VOCAB = os.path.join(SQUAD_DIR, "vocab.txt")
@@ -43,7 +43,7 @@ def test_training_records_hold_the_shuffled_windows(tmp_path, tokenizer):
     # The same windows as building them from the examples in the seeded shuffled order.
     examples, _ = squad.read_squad_examples(train_file, True)
     random.Random(7).shuffle(examples)
-    expected, _ = squad_features.build_features(examples, tokenizer, 20, 4, 6, True)
+    expected, _ = squad_windows(examples, tokenizer, 20, 4, 6, True)
     assert cached.num_features == len(expected) == len(records["unique_ids"])
     np.testing.assert_array_equal(records["unique_ids"][:, 0], np.arange(len(expected)))
     for name in ("input_ids", "input_mask", "segment_ids"):
@@ -61,7 +61,7 @@ def test_prediction_records_and_metadata_round_trip(tmp_path, tokenizer):
     records = _read_all(cached.path, schema)
     assert sorted(records) == ["input_ids", "input_mask", "segment_ids", "unique_ids"]
     examples, _ = squad.read_squad_examples(predict_file, False)
-    expected, _ = squad_features.build_features(examples, tokenizer, 20, 4, 6, False)
+    expected, _ = squad_windows(examples, tokenizer, 20, 4, 6, False)
     windows = squad_records.load_metadata(cached)
     for name, column in expected.columns().items():
         np.testing.assert_array_equal(getattr(windows, name), column, err_msg=name)
