@@ -21,13 +21,14 @@ TF_TEXT_SPEC = tensorflow-text==$$($(PY) -c 'import tensorflow as tf; print(".".
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: setup.py
+# Both steps install the versions the suite was last green with (constraints.txt), so that the
+# demo, the tests and tensorflow-text's X.Y agree on a fresh machine whatever PyPI has since.
+$(VENV)/.installed: setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -e '.[$(TF_EXTRA)]'
-	$(PIP) install -q --no-deps "$(TF_TEXT_SPEC)"
+	$(PIP) install -q -c constraints.txt -e '.[$(TF_EXTRA)]'
+	$(PIP) install -q --no-deps -c constraints.txt "$(TF_TEXT_SPEC)"
 	touch $@
 
-# The tests run on the versions they were last green with (constraints.txt), on a fresh machine too.
 $(VENV)/.test-installed: $(VENV)/.installed constraints.txt
 	$(PIP) install -q -c constraints.txt $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
 	$(PIP) install -q -c constraints.txt -e '.[$(TF_EXTRA),test,chinese,beam]'

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem, full_disk
 from bert_tf.training import optimizers
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig
@@ -63,8 +63,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.output_dir:
             raise UserError("RunConfig.output_dir is required (--output_dir).")
-        if "://" not in self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(
-                self.output_dir):
+        if filesystem.exists(self.output_dir) and not filesystem.isdir(self.output_dir):
             raise UserError(f"--output_dir={self.output_dir} is an existing file, not a "
                             "directory: give a directory (created if missing)")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
@@ -239,8 +238,8 @@ def _write_bert_config(model: keras.Model, output_dir: str) -> None:
     """output_dir/bert_config.json, atomically, local or gs:// (so the run is a whole model)."""
     config = getattr(model, "config", None)
     if isinstance(config, BertConfig):
-        full_disk.write_text_atomically(os.path.join(output_dir, "bert_config.json"),
-                                        config.to_json_string())
+        filesystem.write_atomically(os.path.join(output_dir, "bert_config.json"),
+                                    config.to_json_string())
 
 
 def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:
@@ -256,7 +255,7 @@ def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
     prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
 
     def remove_partial() -> None:
-        full_disk.remove_if_exists(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+        filesystem.delete_any(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
 
     with full_disk.named_when_full(prefix, remove_partial):
         path = manager.save(checkpoint_number=step)
