@@ -9,7 +9,8 @@ from bert_tf.checkpoints import model_config
 from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import ConfigError
 from bert_tf.model.electra.config import ElectraConfig, electra_config_from_hf
-from bert_tf.training import flags as training_flags
+from bert_tf.model import models
+from bert_tf.training import flags as training_flags, schedules
 
 SMALL = dict(vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12,
              num_attention_heads=4, intermediate_size=1024)
@@ -58,3 +59,20 @@ def test_electra_config_file_is_an_alias():
     training_flags.define_model_flags(flag_values=conflicting)
     with pytest.raises(flags.IllegalFlagValueError, match="differ: give one of them"):
         conflicting(["script", "--electra_config_file=e.json", "--bert_config_file=b.json"])
+
+
+def test_layerwise_decay_on_an_electra_classifier():
+    """ELECTRA has no pooler: the projection decays with the embeddings, the head keeps the
+    full rate (docs/electra.md's recipe with --layerwise_lr_decay)."""
+    config = ElectraConfig(vocab_size=11, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                           num_attention_heads=2, intermediate_size=20, max_position_embeddings=8)
+    model = models.classifier_model(config, num_labels=2)
+    variables = model.trainable_variables
+    factors = dict(zip(map(id, variables),
+                       schedules.layerwise_rate_factors(model.encoder, variables, 0.8)))
+    encoder = model.encoder
+    assert factors[id(encoder.embeddings.embeddings_project.kernel)] == pytest.approx(0.8 ** 3)
+    assert factors[id(encoder.embeddings.word_embeddings)] == pytest.approx(0.8 ** 3)
+    assert factors[id(encoder.layer_0.query.kernel)] == pytest.approx(0.8 ** 2)
+    assert factors[id(encoder.layer_1.query.kernel)] == pytest.approx(0.8)
+    assert factors[id(model.classifier.output_weights)] == 1.0
