@@ -21,6 +21,7 @@ from absl import flags
 
 from bert_tf import cli, run_lock
 from bert_tf.tasks.classifier import processors as classification
+from bert_tf.serving import precision
 from bert_tf.tasks.classifier import task as classifier_task
 # The original's names for processors written against it (`from run_classifier import ...`).
 from bert_tf.tasks.classifier.compat import DataProcessor, InputExample  # noqa: F401
@@ -55,6 +56,7 @@ flags.DEFINE_bool("tune_thresholds", False, "--multi_label: choose each label's 
                   "dev set (best F1) at each evaluation, save it in thresholds.json beside the "
                   "checkpoints, and predict and export with it.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
+precision.define_flag()
 flags.DEFINE_string("processor", None, "Your own DataProcessor class, written for the original: "
                     "module.path:Class or path/to/file.py:Class (docs/migrating.md).")
 training_flags.define_model_flags()

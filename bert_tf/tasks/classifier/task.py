@@ -31,6 +31,7 @@ from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
+from bert_tf.serving import precision
 from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.classifier import compat
 from bert_tf.tasks.classifier import export as serving
@@ -58,6 +59,7 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     xnli_language: str = "zh"
     custom_spec: Mapping[str, Any] | None = None
     export_dir: str | None = None
+    export_dtype: str = "float32"  # the export's weights and compute (serving/precision.py)
     processor: str | None = None
     threshold: float = multi_label_metrics.DEFAULT_THRESHOLD
     tune_thresholds: bool = False
@@ -238,6 +240,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
+    precision.check_export_dtype(options.export_dtype)
     task, read_split = _task_and_reader(options, run_config.init_checkpoint)
     bert_config = options.load_bert_config(run_config)
     options = finetuning.static_shape_options(options, run_config, strategy)
@@ -291,7 +294,9 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             os.path.join(run_config.output_dir, "test_results.tsv"), rows, split.num_examples,
             split.path, label_sets)
     if options.export_dir:
-        model = training.load_model(loop_task, run_config, checkpoint=checkpoint)
+        model = precision.model_in_dtype(
+            training.load_model(loop_task, run_config, checkpoint=checkpoint),
+            loop_task.build_model, options.export_dtype)
         out["export_dir"] = serving.export_classifier(
             model, options.export_dir, task.labels, task.regression,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
