@@ -454,9 +454,18 @@ class BertEncoder(keras.Model):
         policy = self.dtype_policy
         self.embeddings = self._make_embeddings(config, policy)
         self._make_blocks(config, policy)
-        self.pooler = Dense(config, config.hidden_size, config.hidden_size, activation=tf.tanh,
-                            name="pooler", dtype=policy)
+        self.pooler = self._make_pooler(config, policy)
         self.built = True
+
+    def _make_pooler(self, config: BertConfig, policy) -> Dense | None:
+        """BERT's pooler (dense + tanh on [CLS]); None where [CLS]'s vector is the pooled
+        output (ELECTRA)."""
+        return Dense(config, config.hidden_size, config.hidden_size, activation=tf.tanh,
+                     name="pooler", dtype=policy)
+
+    def _pool(self, first_tokens: tf.Tensor) -> tf.Tensor:
+        """[B,H] [CLS] rows → `pooled_output` [B,H]."""
+        return first_tokens if self.pooler is None else self.pooler(first_tokens)
 
     def _make_embeddings(self, config: BertConfig, policy) -> BertEmbeddings:
         return BertEmbeddings(config, name="embeddings", dtype=policy)
@@ -499,7 +508,7 @@ class BertEncoder(keras.Model):
                               query_rows=layout.rows_at(positions))
             rows = tf.reshape(rows, [layout.batch, tf.shape(positions)[1],
                                      hidden_size])  # [B,1+P,H]
-            return {"selected_output": rows[:, 1:], "pooled_output": self.pooler(rows[:, 0])}
+            return {"selected_output": rows[:, 1:], "pooled_output": self._pool(rows[:, 0])}
         embedding_output = tf.reshape(layout.pad(x),
                                       [layout.batch, layout.seq_length, x.shape[-1]])
         encoder_outputs, attention_scores = [], []
@@ -514,7 +523,7 @@ class BertEncoder(keras.Model):
                 tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
         first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
         outputs = {"sequence_output": encoder_outputs[-1],
-                   "pooled_output": self.pooler(first_tokens),
+                   "pooled_output": self._pool(first_tokens),
                    "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
         if output_attention_scores:
             outputs["attention_scores"] = attention_scores

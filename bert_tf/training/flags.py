@@ -24,14 +24,16 @@ Options = TypeVar("Options")
 
 def define_model_flags(*, tokenizer: bool = True, output_dir: bool = True,
                        flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """The pre-trained model's flags, defaults as the original's: --bert_config_file (alias
-    --albert_config_file), --init_checkpoint, with `tokenizer` --vocab_file, --spm_model_file, --do_lower_case, and with
+    """The pre-trained model's flags, defaults as the original's: --bert_config_file (aliases
+    --albert_config_file, --electra_config_file), --init_checkpoint, with `tokenizer` --vocab_file, --spm_model_file, --do_lower_case, and with
     `output_dir` --output_dir."""
     string = functools.partial(flags.DEFINE_string, flag_values=flag_values)
     string("bert_config_file", None, "bert_config.json of the pre-trained model: it specifies "
            "the architecture. Default: the config --init_checkpoint brings (bert_config.json "
-           "beside it, or a Hugging Face config.json); an ALBERT albert_config.json works too.")
+           "beside it, or a Hugging Face config.json); an ALBERT albert_config.json or an "
+           "ELECTRA electra_config.json works too.")
     _define_config_alias("albert_config_file", flag_values["bert_config_file"], flag_values)
+    _define_config_alias("electra_config_file", flag_values["bert_config_file"], flag_values)
     string("init_checkpoint", None, "Weights to start from: an original TF1 checkpoint, a "
            "bert_tf run directory or a Hugging Face directory.")
     if tokenizer:
@@ -45,7 +47,7 @@ def define_model_flags(*, tokenizer: bool = True, output_dir: bool = True,
 
 
 class _ConfigFileAlias(flags.Flag):
-    """--albert_config_file: sets --bert_config_file; giving both with different values is an
+    """--albert_config_file, --electra_config_file: set --bert_config_file; giving both with different values is an
     error (in either order), not a silent choice."""
 
     def __init__(self, original: flags.Flag, name: str):
