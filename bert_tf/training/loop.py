@@ -101,8 +101,12 @@ class Task:
         raise NotImplementedError
 
     def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
-                training: bool) -> Mapping[str, tf.Tensor]:
-        """The model's outputs for one batch."""
+                training: bool, static_shapes: bool = False) -> Mapping[str, tf.Tensor]:
+        """The model's outputs for one batch. `static_shapes`: the step's shapes must not depend
+        on the batch's padding (XLA, TPUs); the models of `bert_tf.model.models` pass it on to
+        their encoder. A model of one's own is called with it only when it is set."""
+        if static_shapes:
+            return model(features, training=training, static_shapes=True)
         return model(features, training=training)
 
     def loss_normalizers(self, features: Mapping[str, tf.Tensor]) -> Mapping[str, tf.Tensor]:

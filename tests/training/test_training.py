@@ -145,9 +145,9 @@ class _CountsTraces(pretraining_task.PretrainingTask):
         super().__init__(bert_config)
         self.traces = 0
 
-    def forward(self, model, features, training):
+    def forward(self, model, features, training, static_shapes=False):
         self.traces += 1
-        return super().forward(model, features, training)
+        return super().forward(model, features, training, static_shapes)
 
 
 def test_repeated_evaluate_and_predict_reuse_one_trace(trained, files):
@@ -215,7 +215,8 @@ class _PartlyUnusedModel(keras.Model):
         self.used.build((None, 3))
         self.unused.build((None, 3))
 
-    def call(self, features, training=False):
+    def call(self, features, training=False, static_shapes=False):
+        # static_shapes: what the XLA step asks for; no shape here depends on the batch.
         return {"y": self.used(features["x"])[:, 0]}  # [B]
 
 
