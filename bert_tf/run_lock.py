@@ -34,17 +34,14 @@ from typing import Iterator
 import filelock
 from absl import logging
 
-from bert_tf import filesystem, full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 
 LOCK_NAME = ".bert_tf.lock"
 OWNER_SUFFIX = ".owner.json"
-# Temporaries of bert_tf's atomic writes, checkpoints and exports: `name.tmp-<pid>`,
-# `name.tmp<pid>`, `name.tmp-<pid>.npz`, `ckpt-N_temp/` (TensorFlow's sharded save),
-# `.export.tmp-<hex>` (SavedModel exports), `.tmp-<name>-<hex>` (checkpoint conversions).
-DEAD_TEMPORARY = re.compile(r"(\.tmp-?\d+(\.npz)?|^ckpt-\d+_temp|^\..+\.tmp-[0-9a-f]{8,}|^\.tmp-.+-[0-9a-f]{8})$")
-_EXPORT_TEMPORARY = re.compile(r"^\.(.+)\.tmp-[0-9a-f]{8,}$")
-
+# Temporaries: the one writer's (`filesystem.TEMPORARY_NAME`) and TensorFlow's sharded
+# checkpoint save (`ckpt-N_temp/`).
+_CHECKPOINT_TEMPORARY = re.compile(r"^ckpt-\d+_temp$")
 
 def is_chief_process() -> bool:
     """False on the non-chief tasks of a TF_CONFIG cluster (they share the chief's directory)."""
@@ -89,9 +86,8 @@ def output_lock(directory: str, flag: str = "--output_dir", name: str = LOCK_NAM
     if not filesystem.scheme(directory) and os.path.exists(directory) and not os.path.isdir(directory):
         raise UserError(f"{flag}={directory} is an existing file, not a directory: give a "
                         "directory (created if missing)")
-    if filesystem.scheme(directory):
-        logging.info("%s: %s has no file locks; only runs on this machine are kept out (lock %s)",
-                     flag, directory, path)
+    if filesystem.scheme(directory) and not _local_lock_noted:
+        _note_local_lock(flag, directory, path)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     # No soft (existence) lock where flock(2) is missing: it would outlive a killed run.
     lock = filelock.FileLock(path, timeout=0, fallback_to_soft=False)
@@ -125,11 +121,22 @@ def output_lock(directory: str, flag: str = "--output_dir", name: str = LOCK_NAM
         lock.release()
 
 
+_local_lock_noted = False
+
+
+def _note_local_lock(flag: str, directory: str, path: str) -> None:
+    """Says once per process that the lock of an object-store directory is a local file."""
+    global _local_lock_noted
+    _local_lock_noted = True
+    logging.info("%s: %s is on a file system without locks (an object store): the run lock stays "
+                 "on this machine (%s), so runs on other machines are not kept out", flag, directory, path)
+
+
 def _write_owner(owner: str) -> None:
     info = {"host": socket.gethostname(), "pid": os.getpid(),
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv)}
-    full_disk.write_text_atomically(owner, json.dumps(info))
+    filesystem.write_atomically(owner, json.dumps(info))
 
 
 def _describe(owner: str) -> str:
@@ -144,7 +151,7 @@ def _describe(owner: str) -> str:
 
 
 def remove_dead_temporaries(directory: str) -> list[str]:
-    """Deletes the temporaries (`DEAD_TEMPORARY`) at the top of `directory`; call with its lock
+    """Deletes the temporaries at the top of `directory`; call with its lock
     held, when no live run can be writing them. Returns what was deleted (each is logged)."""
     removed = []
     try:
@@ -152,19 +159,16 @@ def remove_dead_temporaries(directory: str) -> list[str]:
     except FileNotFoundError:
         return removed
     for name in sorted(names):
-        if not DEAD_TEMPORARY.search(name):
+        temporary = filesystem.TEMPORARY_NAME.match(name)
+        if not (temporary or _CHECKPOINT_TEMPORARY.match(name)):
             continue
         path = os.path.join(directory, name)
-        export = _EXPORT_TEMPORARY.match(name)
-        if export and os.path.isdir(path) and not os.path.exists(os.path.join(directory, export.group(1))):
-            # A kill between an export's two renames leaves it only here: keep it.
-            logging.warning("Keeping %s: %s is missing, so it may be that export's only copy",
-                            path, export.group(1))
+        if temporary and temporary.group(2) == "old" and not os.path.exists(os.path.join(directory, temporary.group(1))):
+            # A kill between a replacement's two renames leaves the previous copy only here.
+            logging.warning("Keeping %s: %s is missing, so it may be that output's only copy",
+                            path, temporary.group(1))
             continue
         logging.info("Deleting %s, left by a run that did not finish", path)
-        if os.path.isdir(path):
-            filesystem.delete_tree(path)
-        else:
-            filesystem.delete(path)
+        filesystem.delete_any(path)
         removed.append(path)
     return removed

@@ -17,6 +17,7 @@ import os
 import pytest
 
 from bert_tf.checkpoints import name_map as checkpoints
+from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.pretraining.instances import InstanceOptions
@@ -102,6 +103,12 @@ CASES = [
          ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt2", "--do_train",
           "--bert_config_file={d}/bert_config.json", "--max_seq_length=13",
           "--max_predictions_per_seq=3"), "records.tfrecord", absent=("pt2/checkpoint",)),
+    Case("pretrain_lr_end_of_linear_schedule", "run_pretraining.py",
+         ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt5", "--do_train",
+          "--bert_config_file={d}/bert_config.json", "--max_seq_length=16",
+          "--max_predictions_per_seq=3", "--lr_end=1e-6"),
+         "--lr_end is for --lr_schedule=cosine or polynomial, not linear",
+         absent=("pt5/checkpoint",)),
     Case("pretrain_no_config", "run_pretraining.py",
          ("--input_file={d}/records.tfrecord", "--output_dir={d}/pt3", "--do_train"),
          "--bert_config_file is required", absent=("pt3/checkpoint",)),
@@ -124,6 +131,13 @@ CASES = [
          "glue_latin1/train.tsv", absent=("cls5/checkpoint",)),
     Case("classifier_unwritable_output_dir", "run_classifier.py",
          ("--data_dir={d}/glue_label", "--output_dir={d}/a_file/cls", *_CLS), "a_file"),
+    Case("classifier_layerwise_decay_of_shared_layers", "run_classifier.py",
+         ("--data_dir={d}/glue_good", "--output_dir={d}/cls6", "--task_name=MRPC", "--do_train",
+          "--max_seq_length=16", "--vocab_file={d}/vocab.txt",
+          "--albert_config_file={d}/albert_config.json", "--layerwise_lr_decay=0.9",
+          "--train_batch_size=2"),
+         "--layerwise_lr_decay cannot be used with this model: its 2 layers share 1 set(s) of "
+         "weights (ALBERT)", absent=("cls6/checkpoint",)),
     # run_squad.py
     Case("squad_missing_file", "run_squad.py",
          ("--do_predict", "--predict_file={d}/missing.json", "--output_dir={d}/sq1", *_SQUAD),
@@ -194,6 +208,8 @@ def write_inputs(d: str) -> None:
     _write(f"{d}/vocab_nomask.txt", "\n".join(t for t in vocab if t != "[MASK]") + "\n")
     config = BertConfig(**{**TINY_CONFIG, "vocab_size": len(vocab)})
     config.to_json_file(f"{d}/bert_config.json")
+    AlbertConfig(**{**TINY_CONFIG, "vocab_size": len(vocab), "embedding_size": 16}).to_json_file(
+        f"{d}/albert_config.json")
     _write(f"{d}/text.txt", TEXT)
     _write(f"{d}/text_crlf.txt", TEXT.replace("\n", "\r\n"))
     _write(f"{d}/latin1.txt", TEXT.encode("utf-8") + b"caf\xe9 sat.\n")
@@ -208,6 +224,7 @@ def write_inputs(d: str) -> None:
     checkpoints.export_google_checkpoint(BertEncoder(config.replace(hidden_size=48)),
                                          f"{d}/wrong/bert_model.ckpt")
     _write(f"{d}/glue_empty/train.tsv", MRPC_HEADER)
+    _write(f"{d}/glue_good/train.tsv", MRPC_HEADER + MRPC_ROW * 4)
     _write(f"{d}/glue_label/train.tsv", MRPC_HEADER + MRPC_ROW + MRPC_ROW.replace("1", "7", 1))
     _write(f"{d}/glue_latin1/train.tsv", MRPC_HEADER.encode() + b"1\t1\t2\tcaf\xe9.\tthe cat.\n")
     _write(f"{d}/squad_bad.json", '{"version": "1.1", "data": [\n')

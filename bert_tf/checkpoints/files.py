@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import UserError
 
@@ -49,20 +49,27 @@ def resolve_checkpoint(path: str | os.PathLike) -> tuple[str, str]:
       directory.
     """
     path = re.sub(r"\.(index|meta|data-\d{5}-of-\d{5})$", "", os.fspath(path))
-    if tf.io.gfile.isdir(path):
+    # A prefix first: object stores (and ram://) may call the prefix of file names a directory.
+    if tf.io.gfile.exists(path + ".index"):
+        prefix = path
+    elif tf.io.gfile.isdir(path):
         if hf_weights.is_hf_directory(path):
             return KIND_HF, path
         prefix = tf.train.latest_checkpoint(path) or _single_prefix_in(path)
-    elif tf.io.gfile.exists(path + ".index"):
-        prefix = path
     else:
         raise CheckpointError(
             f"{path}: no checkpoint found. Expected a checkpoint prefix such as "
             f".../bert_model.ckpt (the files .index and .data-* next to it), a directory holding "
             f"one, a bert_tf output_dir, or a Hugging Face directory (config.json + "
             f"model.safetensors).")
-    names = {name for name, _ in tf.train.list_variables(prefix)}
+    names = set(checkpoint_reader(prefix).get_variable_to_shape_map())
     return (KIND_BERT_TF if _OBJECT_GRAPH_KEY in names else KIND_TF1), prefix
+
+
+def checkpoint_reader(prefix: str):
+    """The reader of the checkpoint at `prefix` (tf.train.load_checkpoint would look for a
+    `checkpoint` state file under a prefix that the file system calls a directory)."""
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def _single_prefix_in(directory: str) -> str:
@@ -89,7 +96,7 @@ def read_arrays(kind: str, location: str) -> tuple[LazyArrays, int]:
         raise CheckpointError(f"{location}: a bert_tf training checkpoint has no TF1 names; load "
                               f"it into a model with init_from_checkpoint, then "
                               f"export_google_checkpoint")
-    reader = tf.train.load_checkpoint(location)
+    reader = checkpoint_reader(location)
     names = list(reader.get_variable_to_shape_map())
     arrays = {name: (lambda name=name: reader.get_tensor(name))
               for name in names if not _TF1_TRAINING_STATE.search(name)}
@@ -100,9 +107,9 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
                          files: Mapping[str, str] | None = None) -> None:
     """Writes a TF1 name-based checkpoint (exactly `arrays`' names) and text files, atomically.
 
-    Everything is written to a temporary directory first. A new output directory is then renamed
-    into place whole; an existing one receives the files by rename, data before index, so a
-    reader never finds an index without its data.
+    Everything is written to a temporary directory first (`filesystem.atomic_files`), then
+    renamed into the output directory, data before index, so a reader never finds an index
+    without its data.
 
     Args:
       arrays: TF1 name → value.
@@ -111,17 +118,14 @@ def write_tf1_checkpoint(arrays: Mapping[str, np.ndarray], prefix: str | os.Path
         checkpoint (bert_config.json, vocab.txt).
     """
     directory, base = os.path.split(os.fspath(prefix))
-    files = files or {}
-
-    def write_into(tmp: str) -> None:
-        names = sorted(arrays)
-        tf.raw_ops.SaveV2(prefix=os.path.join(tmp, base), tensor_names=names,
+    directory, files = directory or ".", files or {}
+    names = sorted(arrays)
+    with filesystem.atomic_files(directory, order=lambda n: (n.endswith(".index"), n in files),
+                                 output=os.fspath(prefix)) as tmp:
+        tf.raw_ops.SaveV2(prefix=filesystem.join(tmp, base), tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=[arrays[n] for n in names])
-        full_disk.write_files(tmp, files)
-
-    full_disk.write_directory_atomically(
-        directory or ".", write_into, name_in_errors=os.fspath(prefix),
-        order=lambda name: (name.endswith(".index"), name in files))
+        for name, text in files.items():
+            filesystem.write_atomically(filesystem.join(tmp, name), text)
 
 
 class ObjectCheckpoint:
@@ -134,7 +138,7 @@ class ObjectCheckpoint:
 
     def __init__(self, prefix: str):
         self.prefix = prefix
-        self.reader = tf.train.load_checkpoint(prefix)
+        self.reader = checkpoint_reader(prefix)
         self.graph = trackable_object_graph_pb2.TrackableObjectGraph()
         self.graph.ParseFromString(self.reader.get_tensor(_OBJECT_GRAPH_KEY))
         self.roots = {c.local_name: c.node_id for c in self.graph.nodes[0].children}

@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.text import tokenizers
 from bert_tf.checkpoints import albert_names, hf_weights, model_config
 from bert_tf.checkpoints.name_map import find_encoder, init_from_checkpoint, model_mappings
@@ -284,7 +284,7 @@ def write_safetensors(path: str, weights: Mapping[str, np.ndarray], dtype: str) 
         offset += size
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
-    with tf.io.gfile.GFile(path, "wb") as f:
+    with filesystem.atomic_output(path) as f:
         f.write(len(text).to_bytes(8, "little") + text)
         for name in sorted(weights):
             f.write(np.ascontiguousarray(tf.cast(weights[name], tf_dtype).numpy()).tobytes())
@@ -313,13 +313,11 @@ def export_hf_directory(model, directory: str, tokenizer: TokenizerFiles,
     files = {**tokenizer_files(tokenizer), **crf_file(model, head.labels),
              hf_weights.CONFIG_FILE: json.dumps(hf_config(model, head, dtype), indent=2) + "\n"}
 
-    def write_into(tmp: str) -> None:
-        write_safetensors(os.path.join(tmp, hf_weights.WEIGHTS_FILE), weights, dtype)
-        full_disk.write_files(tmp, files)
-
     # config.json last: a reader that finds it finds the weights beside it.
-    full_disk.write_directory_atomically(directory, write_into,
-                                         order=lambda name: name == hf_weights.CONFIG_FILE)
+    with filesystem.atomic_files(directory, order=lambda name: (name == hf_weights.CONFIG_FILE, name)) as tmp:
+        write_safetensors(filesystem.join(tmp, hf_weights.WEIGHTS_FILE), weights, dtype)
+        for name, content in files.items():
+            filesystem.write_atomically(filesystem.join(tmp, name), content)
     logging.info("exported %d weights as transformers' %s (%s) to %s", len(weights),
                  architecture(model), dtype, directory)
     return directory

@@ -24,6 +24,7 @@ import os
 import re
 from typing import Sequence
 
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.albert import config as albert_config
@@ -90,7 +91,7 @@ def is_hf_config(path: str, found_by_name: bool = False) -> bool:
 def _checkpoint_directory(init_checkpoint: str) -> str:
     """The directory of a checkpoint given as a directory, a prefix or one of its files."""
     path = re.sub(r"\.(index|meta|data-\d{5}-of-\d{5})$", "", os.fspath(init_checkpoint))
-    return path if os.path.isdir(path) else os.path.dirname(path)
+    return path if filesystem.isdir(path) else filesystem.dirname(path)
 
 
 def config_source(bert_config_file: str | None, init_checkpoint: str | None = None,
@@ -107,7 +108,7 @@ def config_source(bert_config_file: str | None, init_checkpoint: str | None = No
         if not directory:
             continue
         for name in (BERT_CONFIG_FILE, ALBERT_CONFIG_FILE, hf_weights.CONFIG_FILE):
-            if os.path.isfile(os.path.join(directory, name)):
+            if filesystem.isfile(os.path.join(directory, name)):
                 return os.path.join(directory, name)
     where = f" ({init_checkpoint} has neither bert_config.json nor config.json)" \
         if init_checkpoint else ""

@@ -29,6 +29,7 @@ import numpy as np
 import sentencepiece
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.text import tokenizers
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
@@ -56,7 +57,7 @@ class VocabExtension:
 def read_vocab_lines(vocab_file: str | os.PathLike) -> list[str]:
     """vocab.txt as a list (id = index), decoded and stripped as tokenizers.load_vocab does."""
     try:
-        with open(vocab_file, "rb") as f:
+        with filesystem.open_read(os.fspath(vocab_file)) as f:
             lines = [tokenizers.convert_to_unicode(raw).strip() for raw in f]
     except FileNotFoundError:
         raise MissingFileError(
@@ -199,8 +200,7 @@ def extend_vocabulary(init_checkpoint: str, vocab_file: str | None, config: Bert
 
 def _extended_model(spm_model_file: str, added: dict[str, int]) -> bytes:
     """The model file with the `added` pieces, checked to load with exactly those ids."""
-    with open(spm_model_file, "rb") as f:
-        model = appended_pieces(f.read(), list(added))
+    model = appended_pieces(filesystem.read_bytes(spm_model_file), list(added))
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     ids = {token: processor.piece_to_id(token) for token in added}
     if ids != added:  # a bug, not the user's input
@@ -237,6 +237,10 @@ def _grown_tables(arrays: dict[str, np.ndarray], count: int, stddev: float,
 def _refuse_source_directory(init_checkpoint: str, output_dir: str) -> None:
     kind, location = resolve_checkpoint(init_checkpoint)
     source = location if kind == KIND_HF else os.path.dirname(location) or "."
-    if os.path.exists(output_dir) and os.path.samefile(source, output_dir):
+    if filesystem.scheme(source) or filesystem.scheme(output_dir):
+        same = filesystem.absolute(source).rstrip("/") == filesystem.absolute(output_dir).rstrip("/")
+    else:
+        same = os.path.exists(output_dir) and os.path.samefile(source, output_dir)
+    if same:
         raise UserError(f"--output_dir {output_dir} is the checkpoint's own directory; "
                          f"write the extended checkpoint somewhere else")

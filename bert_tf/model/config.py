@@ -11,6 +11,7 @@ import math
 import os
 from typing import Any, Mapping
 
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 
 # Activations the original accepts in `hidden_act`, plus "gelu_exact" (the erf form) which is ours.
@@ -114,11 +115,8 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str | os.PathLike) -> None:
-        """Writes the config atomically (a temporary name, then a rename)."""
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(self.to_json_string())
-        os.replace(tmp, path)
+        """Writes the config through the one writer (a temporary name, then a rename)."""
+        filesystem.write_atomically(os.fspath(path), self.to_json_string())
 
     def replace(self, **changes: Any) -> "BertConfig":
         return dataclasses.replace(self, **changes)
@@ -127,8 +125,7 @@ class BertConfig:
 def read_config_json(path: str | os.PathLike) -> dict[str, Any]:
     """The JSON object of a model config file; errors name the file (and line)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
+        values = json.loads(filesystem.read_text(os.fspath(path)))
     except FileNotFoundError:
         raise ConfigError(f"{path}: bert config file not found (check --bert_config_file)") from None
     except json.JSONDecodeError as e:

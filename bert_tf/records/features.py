@@ -186,10 +186,7 @@ def write_records(path: str, features: dict[str, np.ndarray], schema: Schema) ->
     framed, _ = tfrecord.frame_records(data, offsets)
     summary = file_checks.Summary()
     summary.update(framed, len(offsets) - 1)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "wb") as f:
-        f.write(framed.tobytes())
-    os.replace(tmp, path)
+    filesystem.write_atomically(path, framed.tobytes())
     return summary.as_dict()
 
 

@@ -43,15 +43,6 @@ class Summary:
         return {"bytes": self.bytes, "crc32": self.crc32, "records": self.records}
 
 
-def summarize_file(path: str, records: int = 0) -> dict[str, int]:
-    """The `Summary` of a whole file (for files written by a library, such as numpy's `.npz`)."""
-    summary = Summary()
-    for chunk in _chunks(path):
-        summary.update(chunk)
-    summary.records = records
-    return summary.as_dict()
-
-
 def _chunks(path: str) -> Iterable[bytes]:
     with filesystem.open_read(path) as f:
         while True:

@@ -15,6 +15,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), bit-reflected
@@ -167,7 +168,7 @@ def _little_endian_bytes(values: np.ndarray) -> np.ndarray:
 
 def read_records(path: str | os.PathLike, limit: int | None = None) -> Iterator[bytes]:
     """Yields the records of a TFRecord file (checking both CRCs), at most `limit` of them."""
-    with open(path, "rb") as f:
+    with filesystem.open_read(os.fspath(path)) as f:
         count = 0
         while limit is None or count < limit:
             record = _read_one(f, path)

@@ -13,9 +13,9 @@ models, `SentencepieceOp` / `SentencepieceTokenizeOp` from this list.
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
+
+from bert_tf import filesystem
 
 # Op names registered by tensorflow-text's ops_lib, as TensorFlow Serving 2.20.0 links it.
 SERVING_TEXT_OPS = frozenset({
@@ -53,8 +53,7 @@ def saved_model_ops(export_dir: str) -> set[str]:
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
-    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        saved.ParseFromString(f.read())
+    saved.ParseFromString(filesystem.read_bytes(filesystem.join(export_dir, "saved_model.pb")))
     ops, functions = set(), set()
     for meta_graph in saved.meta_graphs:
         ops.update(node.op for node in meta_graph.graph_def.node)

@@ -18,12 +18,12 @@ import json
 import os
 import sys
 import time
-import uuid
 from typing import IO, Iterable, Iterator
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
 
 FORMATS = ("lines", "tsv", "jsonl")
@@ -50,9 +50,9 @@ def load_signature(export_dir: str, signature: str):
     from bert_tf.serving.saved_model import require_tensorflow_text
 
     require_tensorflow_text()  # registers the tokenizer ops the exports use
-    if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+    if not filesystem.isfile(filesystem.join(export_dir, "saved_model.pb")):
         raise MissingFileError(f"{export_dir}: no saved_model.pb here (check --export_dir)")
-    loaded = _load(os.path.abspath(export_dir))
+    loaded = _load(filesystem.absolute(export_dir))
     if signature not in loaded.signatures:
         raise UserError(f"--signature={signature}: {export_dir} has {', '.join(sorted(loaded.signatures))}")
     function = loaded.signatures[signature]
@@ -66,7 +66,7 @@ def load_signature(export_dir: str, signature: str):
 
 def read_examples(path: str, input_format: str, names: list[str]) -> Iterator[dict[str, str]]:
     """Yields {input name: text} per example of `path`; errors name the file and line."""
-    with open(path, encoding="utf-8", newline="") as f:
+    with filesystem.open_text(path, newline="") as f:
         if input_format == "lines":
             if len(names) != 1:
                 raise UserError(f"{path}: the signature takes {', '.join(names)}; plain lines give "
@@ -140,7 +140,7 @@ def predict_file(export_dir: str, input_file: str, output: IO[str], input_format
     """
     if batch_size < 1:
         raise UserError(f"--batch_size={batch_size}: give a positive number")
-    if not os.path.isfile(input_file):
+    if not filesystem.isfile(input_file):
         raise MissingFileError(f"{input_file}: input file not found (check --input_file)")
     _, function, names = load_signature(export_dir, signature)
     count, start = 0, time.monotonic()
@@ -164,15 +164,8 @@ def predict_file(export_dir: str, input_file: str, output: IO[str], input_format
 def predict_to_file(export_dir: str, input_file: str, output_file: str, **options) -> int:
     """`predict_file` into `output_file`, which appears only when complete (written beside it,
     then renamed)."""
-    directory = os.path.dirname(os.path.abspath(output_file))
-    if not os.path.isdir(directory):
+    directory = filesystem.dirname(filesystem.absolute(output_file))
+    if not filesystem.isdir(directory):
         raise MissingFileError(f"{output_file}: its directory does not exist (check --output_file)")
-    tmp = os.path.join(directory, f".{os.path.basename(output_file)}.tmp-{uuid.uuid4().hex}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            count = predict_file(export_dir, input_file, f, **options)
-        os.replace(tmp, output_file)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return count
+    with filesystem.atomic_output(output_file) as f:
+        return predict_file(export_dir, input_file, f, **options)

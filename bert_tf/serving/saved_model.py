@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
 from typing import Mapping
 
 import tensorflow as tf
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.text import tokenizers
 from bert_tf.errors import UserError
 
@@ -21,32 +18,18 @@ def save(module: tf.Module, export_dir: str, signatures: Mapping[str, tf.types.e
          ) -> str:
     """Writes `module` as a SavedModel at `export_dir`, replacing what was there.
 
-    The SavedModel is written next to `export_dir` first and moved into place when complete, so
-    a crash never leaves a half-written (or half-deleted) export under that name; a full disk is
-    one `full_disk.DiskFullError` naming `export_dir`.
+    Through the one writer (`filesystem.atomic_directory`): the SavedModel is written next to
+    `export_dir` first and moved into place when complete, so a crash never leaves a
+    half-written (or half-deleted) export under that name; a full disk is one
+    `full_disk.DiskFullError` naming `export_dir`.
 
     Returns:
       the absolute export_dir.
     """
-    export_dir = os.path.abspath(export_dir)
-    parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
-    try:
-        with full_disk.named_when_full(export_dir, lambda: full_disk.remove_if_exists(tmp)):
-            tf.saved_model.save(module, tmp, signatures=dict(signatures))
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    # The previous export moves aside whole before the new one takes its name, and is deleted
-    # last: a crash at any moment leaves a complete export (or, between the renames, none).
-    previous = None
-    if os.path.exists(export_dir):
-        previous = os.path.join(parent, f".{os.path.basename(export_dir)}.tmp-{uuid.uuid4().hex}")
-        os.replace(export_dir, previous)
-    os.replace(tmp, export_dir)
-    if previous:
-        shutil.rmtree(previous)
+    export_dir = filesystem.absolute(export_dir)
+    filesystem.makedirs(filesystem.dirname(export_dir))
+    with filesystem.atomic_directory(export_dir) as tmp:
+        tf.saved_model.save(module, tmp, signatures=dict(signatures))
     return export_dir
 
 

@@ -14,6 +14,7 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf import filesystem
 from bert_tf.serving.text import lower_like_python
 
 
@@ -22,8 +23,7 @@ class InGraphSentencePiece(tf.Module):
 
     def __init__(self, spm_model_file: str | os.PathLike, do_lower_case: bool):
         super().__init__(name="sentencepiece")
-        with open(os.fspath(spm_model_file), "rb") as f:
-            model = f.read()
+        model = filesystem.read_bytes(os.fspath(spm_model_file))
         processor = sentencepiece.SentencePieceProcessor(model_proto=model)
         pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
         self.do_lower_case = do_lower_case

@@ -13,9 +13,10 @@ and the same seed always gives the same bytes.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 from typing import Iterator, Sequence
+
+from bert_tf import filesystem
 
 _NOUNS = """
 time year people way day man woman child world life hand part place case week company system program
@@ -282,10 +283,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="output text file")
     args = parser.parse_args(argv)
     text = generate_corpus(num_bytes=args.bytes, num_docs=args.docs, seed=args.seed)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, args.out)  # a partial file never appears under the final name
+    filesystem.write_atomically(args.out, text)
 
 
 if __name__ == "__main__":

@@ -397,11 +397,11 @@ class SentencePieceTokenizer(_VocabConversions):
 
     def __init__(self, spm_model_file: str | os.PathLike, do_lower_case: bool = False):
         path = os.fspath(spm_model_file)
-        if not os.path.isfile(path):
+        if not filesystem.isfile(path):
             raise MissingFileError(f"{path}: SentencePiece model not found (check --spm_model_file)")
         self.sp_model = sentencepiece.SentencePieceProcessor()
         try:
-            self.sp_model.Load(path)
+            self.sp_model.LoadFromSerializedProto(filesystem.read_bytes(path))
         except (OSError, RuntimeError) as e:
             raise UserError(f"{path}: not a SentencePiece model file ({e}); --spm_model_file "
                              "takes the .model file that spm_train wrote") from None
@@ -457,7 +457,7 @@ def validate_case_matches_checkpoint(do_lower_case: bool,
     if not init_checkpoint:
         return None
     path = os.fspath(init_checkpoint).rstrip("/\\")
-    name = os.path.basename(path if os.path.isdir(path) else os.path.dirname(path))
+    name = filesystem.basename(path if filesystem.isdir(path) else filesystem.dirname(path))
     lowered = name.lower()
     if re.search(r"(?<![a-z])uncased(?![a-z])", lowered) or name in _UNCASED_RELEASES:
         expected = True

@@ -23,8 +23,6 @@ import collections
 import dataclasses
 import heapq
 import io
-import os
-import tempfile
 from typing import Callable, Iterable, Iterator, Sequence
 
 import sentencepiece
@@ -82,7 +80,7 @@ def read_lines(files: Sequence[str], convert: Callable[[str], str] | None = None
     """Lines of the files, decoded as UTF-8 dropping invalid bytes (as the original reads text),
     then passed through `convert` (--chinese_conversion) if given."""
     for path in files:
-        with open(path, "rb") as f:
+        with filesystem.open_read(path) as f:
             for raw in f:
                 line = raw.decode("utf-8", "ignore")
                 yield convert(line) if convert is not None else line
@@ -245,16 +243,9 @@ def vocab_stats(tokenizer: tokenizers.FullTokenizer, word_counts: collections.Co
 
 def write_vocab(vocab: Sequence[str], path: str) -> None:
     """Writes one token per line, atomically (a temporary file in the same directory, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=directory, prefix=".vocab-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(token + "\n" for token in vocab)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    filesystem.makedirs(filesystem.dirname(filesystem.absolute(path)))
+    with filesystem.atomic_output(path) as f:
+        f.writelines(token + "\n" for token in vocab)
 
 
 def train_sentencepiece(lines: Iterable[str], model_prefix: str, vocab_size: int,
@@ -270,8 +261,7 @@ def train_sentencepiece(lines: Iterable[str], model_prefix: str, vocab_size: int
     and flags give the same bytes (the model is written from memory: no temporary path is stored
     in it).
     """
-    directory = os.path.dirname(os.path.abspath(model_prefix))
-    os.makedirs(directory, exist_ok=True)
+    filesystem.makedirs(filesystem.dirname(filesystem.absolute(model_prefix)))
     stripped = (line.strip() for line in lines)
     sentences = (line.lower() if do_lower_case else line for line in stripped if line)
     model = io.BytesIO()
@@ -285,16 +275,9 @@ def train_sentencepiece(lines: Iterable[str], model_prefix: str, vocab_size: int
     # spm_train's .vocab: piece, tab, score as C++ prints a float (6 significant digits).
     vocab = "".join(f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n"
                     for i in range(processor.get_piece_size()))
-    _write_atomically(model_prefix + ".model", model.getvalue())
-    _write_atomically(model_prefix + ".vocab", vocab.encode("utf-8"))
+    filesystem.write_atomically(model_prefix + ".model", model.getvalue())
+    filesystem.write_atomically(model_prefix + ".vocab", vocab)
     return model_prefix + ".model"
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def build_vocab(config: VocabBuildConfig) -> dict:

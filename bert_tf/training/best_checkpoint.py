@@ -13,9 +13,9 @@ compares `metric` with the best so far and, when better, replaces `output_dir/be
   best_state.json                                          best score and step, evaluations
                                                            without improvement, last step seen
 
-The new best is assembled in `best.tmp-<pid>/`, then swapped in by two renames (`best/` →
-`best.old-<pid>/`, `best.tmp-<pid>/` → `best/`); an interrupted swap is completed on the next
-start. `best_state.json` is written after each evaluation (temp name, then rename), so a
+The new best is assembled beside `best/` and swapped in by the one writer
+(`filesystem.atomic_directory`: `best/` moved aside, the new one renamed in); an interrupted swap
+is completed on the next start. `best_state.json` is written after each evaluation (temp name, then rename), so a
 restarted run keeps its best score and patience count; a checkpoint saved but not yet evaluated
 when the run stopped is evaluated first on restart.
 """
@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.training import log as training_log
 
@@ -101,7 +101,7 @@ class BestCheckpoint:
         self.best_dir = os.path.join(output_dir, BEST_DIR)
         self.state = self._read_state()
         if chief:
-            _finish_swap(self.best_dir)
+            filesystem.recover_interrupted_write(self.best_dir)
 
     # ---------------------------------------------------------------- the loop's hook
     def steps_to_next(self, step: int) -> int:
@@ -148,26 +148,18 @@ class BestCheckpoint:
 
     # ---------------------------------------------------------------- files
     def _keep(self, checkpoint: str, results: Mapping[str, float]) -> None:
-        staging = f"{self.best_dir}.tmp-{os.getpid()}"
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
-        tf.io.gfile.makedirs(staging)
         name = os.path.basename(checkpoint)
-        for path in tf.io.gfile.glob(f"{checkpoint}.*"):
-            tf.io.gfile.copy(path, os.path.join(staging, os.path.basename(path)))
-        with tf.io.gfile.GFile(os.path.join(staging, "checkpoint"), "w") as f:
-            f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
-        for file_name in RUN_FILES:
-            source = os.path.join(self.output_dir, file_name)
-            if tf.io.gfile.exists(source):
-                tf.io.gfile.copy(source, os.path.join(staging, file_name))
-        training_log.write_eval_results(os.path.join(staging, "eval_results.txt"), results)
-        old = f"{self.best_dir}.old-{os.getpid()}"
-        if tf.io.gfile.exists(self.best_dir):
-            tf.io.gfile.rename(self.best_dir, old)
-        tf.io.gfile.rename(staging, self.best_dir)
-        if tf.io.gfile.exists(old):
-            tf.io.gfile.rmtree(old)
+        with filesystem.atomic_directory(self.best_dir) as staging:
+            filesystem.makedirs(staging)
+            for path in tf.io.gfile.glob(f"{checkpoint}.*"):
+                tf.io.gfile.copy(path, os.path.join(staging, os.path.basename(path)))
+            filesystem.write_atomically(os.path.join(staging, "checkpoint"),
+                                        f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
+            for file_name in RUN_FILES:
+                source = os.path.join(self.output_dir, file_name)
+                if tf.io.gfile.exists(source):
+                    tf.io.gfile.copy(source, os.path.join(staging, file_name))
+            training_log.write_eval_results(os.path.join(staging, "eval_results.txt"), results)
         logging.info("best checkpoint: %s -> %s", checkpoint, self.best_dir)
 
     def _state_path(self) -> str:
@@ -185,18 +177,9 @@ class BestCheckpoint:
         return _State(**saved)
 
     def _write_state(self) -> None:
-        full_disk.write_text_atomically(self._state_path(), json.dumps(
+        filesystem.write_atomically(self._state_path(), json.dumps(
             {"metric": self.metric.key, "mode": self.metric.mode,
              **dataclasses.asdict(self.state)}, indent=1))
-
-
-def _finish_swap(best_dir: str) -> None:
-    """Completes a replacement of best/ that a crash interrupted, and drops half-built copies."""
-    olds = tf.io.gfile.glob(f"{best_dir}.old-*")
-    if olds and not tf.io.gfile.exists(best_dir):
-        tf.io.gfile.rename(olds.pop(), best_dir)
-    for leftover in olds + tf.io.gfile.glob(f"{best_dir}.tmp-*"):
-        tf.io.gfile.rmtree(leftover)
 
 
 def prediction_checkpoint(output_dir: str, predict_from: str) -> str | None:

@@ -192,11 +192,9 @@ def epochs_run_config(run_config: training.RunConfig, options: FinetuningOptions
 
 
 def write_lines(path: str, lines: Iterable[str]) -> None:
-    """Writes `lines` (each ending in a newline) to the local `path`: a temp name, then rename."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8") as f:
+    """Writes `lines` (each ending in a newline) to `path` through the one writer."""
+    with filesystem.atomic_output(path) as f:
         f.writelines(lines)
-    os.replace(tmp, path)
 
 
 def write_label_list(output_dir: str, labels: Sequence[str]) -> str:

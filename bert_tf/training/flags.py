@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from absl import flags
 
-from bert_tf.training import distribution, loop as training
+from bert_tf.training import distribution, loop as training, schedules
 
 Options = TypeVar("Options")
 
@@ -88,8 +88,8 @@ def define_finetuning_flags(*, with_eval: bool = True,
                             flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """What to run and for how long, defaults as the original's: --do_train, --do_eval,
     --do_predict, --train_batch_size, --eval_batch_size, --predict_batch_size, --learning_rate,
-    --num_train_epochs, --warmup_proportion (without `with_eval` no --do_eval and
-    --eval_batch_size, as the original run_squad.py)."""
+    --num_train_epochs, --warmup_proportion, and the new --layerwise_lr_decay (without
+    `with_eval` no --do_eval and --eval_batch_size, as the original run_squad.py)."""
     boolean = functools.partial(flags.DEFINE_bool, flag_values=flag_values)
     integer = functools.partial(flags.DEFINE_integer, flag_values=flag_values)
     number = functools.partial(flags.DEFINE_float, flag_values=flag_values)
@@ -106,6 +106,9 @@ def define_finetuning_flags(*, with_eval: bool = True,
     number("num_train_epochs", 3.0, "Passes over the training data.")
     number("warmup_proportion", 0.1, "Fraction of training spent in linear warm-up (0.1 = the "
            "first 10%).")
+    number("layerwise_lr_decay", 1.0, "Layer-wise learning-rate decay ξ in (0, 1]: the head "
+           "learns at --learning_rate, each encoder layer at ξ times the rate of the layer above, "
+           "the embeddings at ξ times the first layer's. 1.0: off (docs/optimization.md).")
 
 
 def define_hf_export_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -175,6 +178,12 @@ def define_flags() -> None:
     flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
                       "Compute dtype; variables stay float32. float16 adds dynamic loss scaling.")
     flags.DEFINE_bool("use_xla", False, "Compile the training step with XLA.")
+    flags.DEFINE_enum("lr_schedule", "linear", list(schedules.SCHEDULES),
+                      "Learning-rate curve after the warm-up: linear (the original's), cosine "
+                      "(to --lr_end), constant, polynomial (to --lr_end, power --lr_power), "
+                      "inverse_sqrt (docs/optimization.md).")
+    flags.DEFINE_float("lr_end", 0.0, "The rate --lr_schedule=cosine and polynomial end at.")
+    flags.DEFINE_float("lr_power", 1.0, "The exponent of --lr_schedule=polynomial.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original's Adam with decoupled weight decay; lamb: for large "
                       "batches.")

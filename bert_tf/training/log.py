@@ -11,7 +11,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 
 # What tf.summary.scalar writes, without needing the tensorboard package at training time.
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -121,4 +121,4 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
     directory = os.path.dirname(path)
     if directory:
         tf.io.gfile.makedirs(directory)
-    full_disk.write_text_atomically(path, format_eval_results(results))
+    filesystem.write_atomically(path, format_eval_results(results))

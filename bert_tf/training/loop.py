@@ -24,11 +24,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem, full_disk
 from bert_tf.training import optimizers
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig
-from bert_tf.training import distribution, preemption, steps as training_steps
+from bert_tf.training import distribution, preemption, schedules, steps as training_steps
 from bert_tf.training.log import SummaryLog, summarize, write_scalars
 
 InputFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
@@ -46,6 +46,10 @@ class RunConfig:
     learning_rate: float = 5e-5
     num_train_steps: int = 1000
     num_warmup_steps: int = 0
+    lr_schedule: str = "linear"
+    lr_end: float = 0.0
+    lr_power: float = 1.0
+    layerwise_lr_decay: float = 1.0
     optimizer: str = "adamw"
     weight_decay_rate: float = 0.01
     clip_norm: float | None = 1.0
@@ -63,8 +67,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.output_dir:
             raise UserError("RunConfig.output_dir is required (--output_dir).")
-        if "://" not in self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(
-                self.output_dir):
+        if filesystem.exists(self.output_dir) and not filesystem.isdir(self.output_dir):
             raise UserError(f"--output_dir={self.output_dir} is an existing file, not a "
                             "directory: give a directory (created if missing)")
         for name in ("train_batch_size", "eval_batch_size", "predict_batch_size",
@@ -78,6 +81,9 @@ class RunConfig:
             raise UserError(f"--optimizer must be one of {', '.join(optimizers.OPTIMIZER_TYPES)}"
                              f", got {self.optimizer!r}")
         distribution.policy_name(self.dtype)  # validates --dtype
+        schedules.check_schedule_options(self.lr_schedule, self.learning_rate, self.lr_end,
+                                         self.lr_power)
+        schedules.check_layerwise_decay(self.layerwise_lr_decay)
 
     def replace(self, **changes: Any) -> "RunConfig":
         return dataclasses.replace(self, **changes)
@@ -183,7 +189,11 @@ class _Run:
                     config.learning_rate, config.num_train_steps, config.num_warmup_steps,
                     optimizer_type=config.optimizer, weight_decay_rate=config.weight_decay_rate,
                     clip_norm=config.clip_norm, loss_scale=config.dtype == "float16",
-                    learning_rate_multipliers=task.learning_rate_multipliers)
+                    lr_schedule=config.lr_schedule, lr_end=config.lr_end,
+                    lr_power=config.lr_power,
+                    learning_rate_multipliers=task.learning_rate_multipliers,
+                    variable_rate_factors=_layerwise_factors(self.model,
+                                                             config.layerwise_lr_decay))
                 # Built now so that a restore fills the slots at once and XLA sees no new variables.
                 self.optimizer.build(self.model.trainable_variables)
                 objects["optimizer"] = self.optimizer
@@ -210,6 +220,17 @@ class _Run:
 
     def step(self) -> int:
         return int(self.global_step.numpy())
+
+
+def _layerwise_factors(model: keras.Model, decay: float) -> list[float] | None:
+    """The rate factor of each trainable variable under layer-wise decay; None when off."""
+    if decay == 1.0:
+        return None
+    encoder = getattr(model, "encoder", None)
+    if encoder is None:
+        raise UserError("--layerwise_lr_decay needs a model with an encoder (`model.encoder`) "
+                        "whose layers it decays; leave it at 1.0 for this model")
+    return schedules.layerwise_rate_factors(encoder, model.trainable_variables, decay)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -243,8 +264,8 @@ def _write_bert_config(model: keras.Model, output_dir: str) -> None:
     """output_dir/bert_config.json, atomically, local or gs:// (so the run is a whole model)."""
     config = getattr(model, "config", None)
     if isinstance(config, BertConfig):
-        full_disk.write_text_atomically(os.path.join(output_dir, "bert_config.json"),
-                                        config.to_json_string())
+        filesystem.write_atomically(os.path.join(output_dir, "bert_config.json"),
+                                    config.to_json_string())
 
 
 def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:
@@ -260,7 +281,7 @@ def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
     prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
 
     def remove_partial() -> None:
-        full_disk.remove_if_exists(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+        filesystem.delete_any(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
 
     with full_disk.named_when_full(prefix, remove_partial):
         path = manager.save(checkpoint_number=step)

@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from bert_tf.errors import UserError
 from bert_tf.training.optimizers import (DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, AdamWeightDecay,
-                                         WarmupLinearSchedule, build_optimizer)
+                                         build_optimizer)
+from bert_tf.training.schedules import WarmupLinearSchedule
 
 
 class AdamWeightDecayOptimizer(AdamWeightDecay):

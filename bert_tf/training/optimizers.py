@@ -1,4 +1,4 @@
-"""The original BERT optimizer: warm-up + linear decay, Adam with decoupled weight decay, LAMB.
+"""The original BERT optimizer: Adam with decoupled weight decay, LAMB (schedules: schedules.py).
 
 The update rule of `AdamWeightDecay` is the original's (its `optimization.py`), per variable θ
 with gradient g (after global-norm clipping):
@@ -31,50 +31,10 @@ import keras
 import tensorflow as tf
 
 from bert_tf.errors import UserError
+from bert_tf.training import schedules
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_TYPES = ("adamw", "lamb")
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class WarmupLinearSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up, then linear decay to 0 counted from step 0 (the original's schedule).
-
-    For step < num_warmup_steps: `learning_rate · step / num_warmup_steps`; otherwise
-    `learning_rate · (1 − min(step, num_train_steps) / num_train_steps)`. So at step ==
-    num_warmup_steps the rate is `learning_rate · (1 − warmup/total)`, and it stays 0 from
-    num_train_steps on. `step` is the number of updates already applied (0 for the first update).
-
-    Args:
-        learning_rate: Peak learning rate (float).
-        num_train_steps: Total number of updates; must be > 0.
-        num_warmup_steps: Number of warm-up updates; 0 disables warm-up.
-    """
-
-    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0):
-        if num_train_steps <= 0:
-            raise UserError(f"num_train_steps must be > 0 (got {num_train_steps}): the learning "
-                             "rate decays linearly to 0 over it.")
-        if num_warmup_steps < 0:
-            raise UserError(f"num_warmup_steps must be >= 0 (got {num_warmup_steps}).")
-        self.learning_rate = float(learning_rate)
-        self.num_train_steps = int(num_train_steps)
-        self.num_warmup_steps = int(num_warmup_steps)
-
-    def __call__(self, step) -> tf.Tensor:
-        """Returns the float32 scalar learning rate for integer (or float) `step`."""
-        step = tf.cast(step, tf.float32)
-        # Float32 arithmetic in the original's order: lr·(1 − p)^1 + 0 and lr·(step/warmup).
-        done = tf.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
-        decayed = self.learning_rate * (1.0 - done)
-        if not self.num_warmup_steps:
-            return decayed
-        warmup = self.learning_rate * (step / float(self.num_warmup_steps))
-        return tf.where(step < float(self.num_warmup_steps), warmup, decayed)
-
-    def get_config(self) -> dict:
-        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
-                "num_warmup_steps": self.num_warmup_steps}
 
 
 def variable_key(variable) -> str:
@@ -151,6 +111,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
                  exclude_from_weight_decay: Sequence[str] | None = None,
                  clip_norm: float | None = 1.0, fuse_update: bool = True,
                  learning_rate_multipliers: Mapping[str, float] | None = None,
+                 variable_rate_factors: Sequence[float] | None = None,
                  name: str | None = None, **kwargs):
         for arg in ("weight_decay", "global_clipnorm", "clipnorm", "clipvalue"):
             if kwargs.get(arg) is not None:
@@ -173,6 +134,8 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         self.clip_norm = None if clip_norm is None or clip_norm <= 0 else float(clip_norm)
         self.fuse_update = bool(fuse_update)
         self.learning_rate_multipliers = dict(learning_rate_multipliers or {})
+        self.variable_rate_factors = (None if variable_rate_factors is None
+                                      else [float(f) for f in variable_rate_factors])
 
     def build(self, var_list):
         if self.built:
@@ -185,10 +148,17 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         self._weight_decays = [
             0.0 if matches_any(v, self.exclude_from_weight_decay_patterns)
             else self.weight_decay_rate for v in var_list]
-        # The first pattern found in a variable's path scales its rate (e.g. a CRF's scores).
+        # The first pattern found in a variable's path scales its rate (e.g. a CRF's scores),
+        # times the variable's own factor (layer-wise decay).
+        factors = self.variable_rate_factors or [1.0] * len(var_list)
+        if len(factors) != len(var_list):
+            raise ValueError(f"{len(factors)} variable_rate_factors for {len(var_list)} "
+                             "variables: give one per variable the optimizer is built with")
         self._rate_factors = [
-            next((factor for pattern, factor in self.learning_rate_multipliers.items()
-                  if matches_any(v, [pattern])), 1.0) for v in var_list]
+            factor * next((multiplier for pattern, multiplier
+                           in self.learning_rate_multipliers.items()
+                           if matches_any(v, [pattern])), 1.0)
+            for v, factor in zip(var_list, factors)]
         self.gradient_norm = tf.Variable(
             0.0, trainable=False, name="gradient_norm",
             synchronization=tf.VariableSynchronization.ON_READ,
@@ -250,6 +220,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
                       beta_2=self.beta_2, epsilon=self.epsilon, clip_norm=self.clip_norm,
                       fuse_update=self.fuse_update,
                       learning_rate_multipliers=dict(self.learning_rate_multipliers),
+                      variable_rate_factors=self.variable_rate_factors,
                       exclude_from_weight_decay=list(self.exclude_from_weight_decay_patterns))
         return config
 
@@ -259,7 +230,7 @@ class AdamWeightDecay(_BertOptimizer):
     """Adam with decoupled weight decay and no bias correction, exactly as the original BERT.
 
     Args:
-        learning_rate: float or `LearningRateSchedule` (e.g. `WarmupLinearSchedule`).
+        learning_rate: float or `LearningRateSchedule` (`bert_tf.training.schedules`).
         weight_decay_rate: wd in `u = m/(√v+ε) + wd·θ`; the decay is multiplied by lr.
         beta_1, beta_2, epsilon: Adam constants (original: 0.9, 0.999, 1e-6).
         exclude_from_weight_decay: substrings of variable paths never decayed (None: the default
@@ -269,6 +240,9 @@ class AdamWeightDecay(_BertOptimizer):
             arithmetic); False runs it as separate TensorFlow ops (where XLA is unavailable).
         learning_rate_multipliers: {substring of a variable path: factor}; those variables
             update at factor × the scheduled rate (run_ner.py --crf_learning_rate).
+        variable_rate_factors: one factor of the scheduled rate per variable of the list the
+            optimizer is built with, in its order (layer-wise decay:
+            `schedules.layerwise_rate_factors`); multiplies `learning_rate_multipliers`.
         name: optimizer name (default: the class name).
         **kwargs: other Keras optimizer arguments (`gradient_accumulation_steps`, ...).
     """
@@ -356,14 +330,16 @@ def build_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
                      optimizer_type: str = "adamw", weight_decay_rate: float = 0.01,
                      clip_norm: float | None = 1.0, loss_scale: bool = False,
                      gradient_accumulation_steps: int | None = None,
+                     lr_schedule: str = "linear", lr_end: float = 0.0, lr_power: float = 1.0,
                      **kwargs) -> keras.optimizers.Optimizer:
-    """Builds the original's optimizer (or LAMB) on the warm-up + linear-decay schedule.
+    """Builds the original's optimizer (or LAMB) on a warm-up schedule (default: the
+    original's warm-up + linear decay).
 
     Create it inside `strategy.scope()` so that its variables are mirrored like the model's.
 
     Args:
         init_lr: Peak learning rate (the original's `--learning_rate`).
-        num_train_steps: Number of updates over which the rate decays to 0.
+        num_train_steps: Number of updates over which the rate decays.
         num_warmup_steps: Number of linear warm-up updates.
         optimizer_type: `adamw` (the original, default) or `lamb`.
         weight_decay_rate: Decoupled weight decay (0.01 as the original).
@@ -371,6 +347,7 @@ def build_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
         loss_scale: Wrap in a dynamic `LossScaleOptimizer` (for float16 compute).
         gradient_accumulation_steps: Keras gradient accumulation (None or 1: off). The schedule
             and `iterations` then count updates, not micro-batches.
+        lr_schedule, lr_end, lr_power: the curve after warm-up (`schedules.SCHEDULES`).
         **kwargs: passed to the optimizer class (epsilon, beta_1, exclusions, ...).
 
     Returns:
@@ -382,7 +359,9 @@ def build_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
                          f"{', '.join(OPTIMIZER_TYPES)}.")
     if gradient_accumulation_steps is not None and gradient_accumulation_steps <= 1:
         gradient_accumulation_steps = None
-    schedule = WarmupLinearSchedule(init_lr, num_train_steps, num_warmup_steps)
+    schedule = schedules.learning_rate_schedule(lr_schedule, init_lr, num_train_steps,
+                                                num_warmup_steps, lr_end=lr_end,
+                                                lr_power=lr_power)
     optimizer = classes[optimizer_type](
         learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
         gradient_accumulation_steps=gradient_accumulation_steps, **kwargs)

@@ -104,9 +104,9 @@ def test_restart_keeps_best_score_and_patience_exactly(records, whole, tmp_path)
 
 
 def test_interrupted_swap_is_completed_and_leftovers_removed(tmp_path):
-    (tmp_path / "best.old-17").mkdir()
-    (tmp_path / "best.old-17" / "eval_results.txt").write_text("eval_f1 = 0.5\n")
-    (tmp_path / "best.tmp-18").mkdir()
+    (tmp_path / ".best.old-17-0123abcd").mkdir()
+    (tmp_path / ".best.old-17-0123abcd" / "eval_results.txt").write_text("eval_f1 = 0.5\n")
+    (tmp_path / ".best.tmp-18-4567cdef").mkdir()
     best_checkpoint.BestCheckpoint(str(tmp_path), dict, best_checkpoint.parse_metric("eval_f1"))
     assert sorted(os.listdir(tmp_path)) == ["best"]
     assert (tmp_path / "best" / "eval_results.txt").read_text() == "eval_f1 = 0.5\n"

@@ -33,7 +33,8 @@ def test_shared_flags_have_the_originals_defaults():
         "vocab_file": None, "spm_model_file": None, "do_lower_case": True, "output_dir": None,
         "do_train": False, "do_eval": False, "do_predict": False, "train_batch_size": 32,
         "eval_batch_size": 8, "predict_batch_size": 8, "learning_rate": 5e-5,
-        "num_train_epochs": 3.0, "warmup_proportion": 0.1}
+        "num_train_epochs": 3.0, "warmup_proportion": 0.1,
+        "layerwise_lr_decay": 1.0}  # off: every layer at --learning_rate, as the original
     # run_squad.py has no eval flags; run_pretraining.py no tokenizer; extract_features.py no
     # output directory.
     assert not {"do_eval", "eval_batch_size"} & set(_flag_values(with_eval=False))

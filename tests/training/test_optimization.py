@@ -9,7 +9,7 @@ from distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()
 
-from bert_tf.training import optimizers  # noqa: E402
+from bert_tf.training import optimizers, schedules  # noqa: E402
 from bert_tf.model import losses  # noqa: E402
 
 DECAYED = ("word_embeddings", "dense/kernel", "logits/kernel")
@@ -165,12 +165,12 @@ def test_pretraining_model_excludes_layer_norm_and_biases(tiny_config):
     (4, 2.0 * (1 - 4 / 10)),             # at warm-up end: lr·(1 − warmup/total), not lr
     (7, 2.0 * (1 - 7 / 10)), (10, 0.0), (25, 0.0)])
 def test_schedule_known_values(step, expected):
-    schedule = optimizers.WarmupLinearSchedule(2.0, num_train_steps=10, num_warmup_steps=4)
+    schedule = schedules.WarmupLinearSchedule(2.0, num_train_steps=10, num_warmup_steps=4)
     np.testing.assert_allclose(float(schedule(step)), expected, rtol=1e-6, atol=1e-7)
 
 
 def test_schedule_without_warmup_and_serialization():
-    schedule = optimizers.WarmupLinearSchedule(1e-4, num_train_steps=100, num_warmup_steps=0)
+    schedule = schedules.WarmupLinearSchedule(1e-4, num_train_steps=100, num_warmup_steps=0)
     np.testing.assert_allclose(float(schedule(0)), 1e-4, rtol=1e-6)
     np.testing.assert_allclose(float(schedule(50)), 5e-5, rtol=1e-6)
     optimizer = optimizers.build_optimizer(1e-4, 100, 10, optimizer_type="lamb")
@@ -179,7 +179,7 @@ def test_schedule_without_warmup_and_serialization():
     assert clone.get_config() == optimizer.get_config()
     np.testing.assert_allclose(float(clone.learning_rate), 0.0)
     with pytest.raises(ValueError, match="num_train_steps"):
-        optimizers.WarmupLinearSchedule(1e-4, num_train_steps=0, num_warmup_steps=0)
+        schedules.WarmupLinearSchedule(1e-4, num_train_steps=0, num_warmup_steps=0)
 
 
 def test_bad_arguments_are_refused():

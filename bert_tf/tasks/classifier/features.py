@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.records import datasets, file_checks
 from bert_tf.records import features as record_schemas
@@ -91,7 +91,7 @@ def convert_examples(examples: Sequence[InputExample], task: TaskSpec, max_seq_l
 
 def _sha256_file(path: str, digest=None):
     digest = digest or hashlib.sha256()
-    with open(path, "rb") as f:
+    with filesystem.open_read(path) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest
@@ -188,9 +188,9 @@ class FeatureCache:
             examples = read_examples(self.task, self.data_dir, split)
         packed = convert_examples(examples, self.task, self.max_seq_length, self.tokenizer)
         log_examples(examples, packed, self.tokenizer)
-        os.makedirs(self.output_dir, exist_ok=True)
+        filesystem.makedirs(self.output_dir)
         written = record_schemas.write_records(path, packed, self.schema)
-        full_disk.write_text_atomically(meta_path, json.dumps(
+        filesystem.write_atomically(meta_path, json.dumps(
             {"fingerprint": key, "num_examples": len(examples), "split": split,
              "task": self.task.name, "max_seq_length": self.max_seq_length,
              "files": {os.path.basename(path): written}}, indent=1))

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 
 THRESHOLDS_FILE = "thresholds.json"
@@ -87,7 +87,7 @@ def tune_thresholds(gold: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
 def write_thresholds(directory: str, labels: Sequence[str], thresholds: np.ndarray) -> str:
     """`directory/thresholds.json` {"labels", "thresholds"}, atomically."""
     path = os.path.join(directory, THRESHOLDS_FILE)
-    full_disk.write_text_atomically(path, json.dumps(
+    filesystem.write_atomically(path, json.dumps(
         {"labels": list(labels), "thresholds": [float(t) for t in thresholds]}, indent=1))
     return path
 

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 
 Column = int | str  # an index (0-based) or, for files with a header row, a column name
@@ -304,8 +305,7 @@ def spec_from_flags(text_a_column: str, label_column: str | None,
 def load_task_spec(path: str) -> dict[str, Any]:
     """Reads a custom task's JSON spec file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(filesystem.read_text(path))
     except FileNotFoundError:
         raise MissingFileError(f"{path}: task spec not found (check --task_spec)") from None
     except json.JSONDecodeError as e:
@@ -333,7 +333,7 @@ def _rows(path: str, layout: SplitLayout):
     encoding would silently become other words.
     """
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # MNLI's parse-tree columns are long
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with filesystem.open_text(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter=layout.delimiter,
                             quotechar='"' if layout.quoting else None,
                             quoting=csv.QUOTE_MINIMAL if layout.quoting else csv.QUOTE_NONE)
@@ -360,7 +360,7 @@ def read_examples(task: TaskSpec, data_dir: str, split: str) -> list[InputExampl
         raise UserError(f"task '{task.name}' has no '{split}' split")
     layout = task.splits[split]
     path = os.path.join(data_dir, layout.filename)
-    if not os.path.isfile(path):
+    if not filesystem.isfile(path):
         raise MissingFileError(f"{path}: file not found (task '{task.name}' reads its {split} "
                                 f"split from {layout.filename} under --data_dir)")
     rows = _rows(path, layout)

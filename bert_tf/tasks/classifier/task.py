@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
@@ -196,7 +197,7 @@ def resolve_task(options: ClassifierOptions, init_checkpoint: str | None = None
         task = dataclasses.replace(task, labels=tuple(labels) if labels else None)
     if not task.regression and task.labels is None:
         train_path = os.path.join(options.data_dir, task.splits["train"].filename)
-        if not os.path.isfile(train_path):
+        if not filesystem.isfile(train_path):
             raise UserError(f"{train_path}: not found, and the custom task gives no 'labels'; "
                              "add the label list to the spec (or --label_list) to run without it")
         task = classification.infer_labels(task, options.data_dir)
@@ -240,7 +241,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     task, read_split = _task_and_reader(options, run_config.init_checkpoint)
     bert_config = options.load_bert_config(run_config)
     options = finetuning.static_shape_options(options, run_config, strategy)
-    os.makedirs(run_config.output_dir, exist_ok=True)
+    filesystem.makedirs(run_config.output_dir)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(
         task, options.data_dir, run_config.output_dir, options.max_seq_length,

@@ -20,7 +20,6 @@ import concurrent.futures
 import dataclasses
 import itertools
 import json
-import os
 import re
 import time
 from typing import Iterable, Iterator, Sequence
@@ -221,14 +220,8 @@ def extract_features(options: ExtractionOptions) -> int:
     run = layer_function(encoder, list(options.layers))
     progress = _Progress(sum(1 for _ in read_lines(options.input_file)), options.input_file)
     batches = _batches(read_lines(options.input_file), tokenizer, options)
-    tmp = f"{options.output_file}.tmp{os.getpid()}"
-    try:
-        with tf.io.gfile.GFile(tmp, "w") as out:
-            for batch, values in _pipelined(batches, run):
-                out.write("".join(json_line(e, v, options.layers) for e, v in zip(batch, values)))
-                progress.update(len(batch))
-        tf.io.gfile.rename(tmp, options.output_file, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
+    with filesystem.atomic_output(options.output_file) as out:
+        for batch, values in _pipelined(batches, run):
+            out.write("".join(json_line(e, v, options.layers) for e, v in zip(batch, values)))
+            progress.update(len(batch))
     return progress.done

@@ -21,7 +21,6 @@ keeps context on both sides) and `stitch_predictions` puts them back together.
 from __future__ import annotations
 
 import itertools
-import os
 from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
@@ -62,9 +61,9 @@ def _scan(path: str, data_format: str) -> Iterator[_Line]:
     """Every line of a tagging file, classified; raises on malformed lines."""
     if data_format not in DATA_FORMATS:
         raise UserError(f"data format must be one of {DATA_FORMATS}, got {data_format!r}")
-    if not os.path.isfile(path):
+    if not filesystem.isfile(path):
         raise MissingFileError(f"{path}: tagging file not found")
-    with open(path, encoding="utf-8", newline="") as f:
+    with filesystem.open_text(path, newline="") as f:
         try:
             for number, raw in enumerate(f, 1):
                 text = raw.rstrip("\r\n")
@@ -400,8 +399,6 @@ def write_predictions(source_path: str, output_path: str, data_format: str,
         lines.append(line.text + ("\t" if "\t" in line.text else " ") + tag + "\n")
     if next(flat, None) is not None:
         raise UserError(f"{source_path}: fewer words than predictions")
-    tmp = f"{output_path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "w", encoding="utf-8", newline="") as out:
+    with filesystem.atomic_output(output_path) as out:
         out.writelines(lines)
-    os.replace(tmp, output_path)
     return sum(len(tags) for tags in predicted_tags)

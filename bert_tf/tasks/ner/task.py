@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import crf as crf_ops
@@ -166,9 +167,8 @@ def resolve_labels(options: NerOptions, output_dir: str,
     """
     saved_path = os.path.join(output_dir, LABEL_LIST_FILE)
     saved = None
-    if os.path.isfile(saved_path) and tf.train.latest_checkpoint(output_dir):
-        with open(saved_path, encoding="utf-8") as f:
-            saved = [line.rstrip("\n") for line in f if line.strip()]
+    if filesystem.isfile(saved_path) and tf.train.latest_checkpoint(output_dir):
+        saved = [line for line in filesystem.read_text(saved_path).split("\n") if line.strip()]
     given = model_config.checkpoint_labels(options.labels, init_checkpoint, "--labels")
     if given:
         labels = given
@@ -310,7 +310,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
     bert_config = options.load_bert_config(run_config)
     options = finetuning.static_shape_options(options, run_config, strategy)
     output_dir = run_config.output_dir
-    os.makedirs(output_dir, exist_ok=True)
+    filesystem.makedirs(output_dir)
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)
              if options.do_train else None)
     labels = resolve_labels(options, output_dir, train, run_config.init_checkpoint)

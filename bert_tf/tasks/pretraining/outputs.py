@@ -57,7 +57,7 @@ class PartWriter:
     def __init__(self, path: str | None):
         """`path=None` keeps the records in memory (`file.getvalue()`), for runners that move them."""
         self.path = path
-        self.file = filesystem.open_write(path + ".tmp") if path else io.BytesIO()
+        self.file = filesystem.AtomicFile(path) if path else io.BytesIO()
         self.records = 0
         self.bytes = 0
         self.pieces = [0]
@@ -68,18 +68,20 @@ class PartWriter:
         numbers = self.records + np.arange(1, len(sizes) + 1)
         self.pieces += ends[numbers % PIECE == 0].tolist()
         self.summary.update(framed, len(sizes))
-        with filesystem.writing(f"{self.path}.tmp"):
-            self.file.write(memoryview(framed))
+        self.file.write(memoryview(framed))
         self.records += len(sizes)
         self.bytes = int(ends[-1]) if len(ends) else self.bytes
 
     def finish(self) -> list[int]:
         """Closes the part under its final name; returns the piece boundaries (byte offsets)."""
         if self.path:
-            with filesystem.writing(f"{self.path}.tmp"):
-                self.file.close()
-            filesystem.replace(self.path + ".tmp", self.path)
+            self.file.commit()
         return self.pieces if self.pieces[-1] == self.bytes else self.pieces + [self.bytes]
+
+    def discard(self) -> None:
+        """Drops an unfinished part (nothing appears under its name)."""
+        if self.path:
+            self.file.discard()
 
 
 def make_output_directories(outputs: Sequence[str]) -> None:
@@ -94,12 +96,6 @@ def part_path(work_dir: str, block: int, output: int) -> str:
 
 def done_path(work_dir: str, block: int) -> str:
     return filesystem.join(work_dir, f"block-{block:06d}.done.json")
-
-
-def write_json_atomically(path: str, value) -> None:
-    with filesystem.writing(path + ".tmp"), filesystem.open_write(path + ".tmp") as f:
-        f.write(json.dumps(value).encode())
-    filesystem.replace(path + ".tmp", path)
 
 
 def read_json(path: str):
@@ -151,23 +147,25 @@ def remove_work_dir(work_dir: str) -> None:
     if not os.path.isdir(work_dir):
         return
     trash = f"{work_dir}.deleting-{os.getpid()}"
-    os.replace(work_dir, trash)
+    filesystem.replace(work_dir, trash)
     filesystem.delete_tree(trash)
 
 
 def remove_leftovers(outputs: Sequence[str], work_dir: str) -> None:
     """Deletes what killed runs for the same outputs left (call with the outputs' lock held):
-    `<output>.tmp` files of an unfinished merge, work directories being deleted, and parts or
+    the temporaries of an unfinished merge, work directories being deleted, and parts or
     markers under a temporary name."""
     for path in outputs:
-        filesystem.delete(path + ".tmp")
+        filesystem.recover_interrupted_write(path)
     if filesystem.scheme(work_dir):
         return
     for trash in _glob.glob(_glob.escape(work_dir.rsplit(".parts-", 1)[0]) + ".parts-*.deleting-*"):
         logging.info("Deleting %s, left by a killed run", trash)
         filesystem.delete_tree(trash)
-    for tmp in _glob.glob(os.path.join(_glob.escape(work_dir), "*.tmp")):
-        filesystem.delete(tmp)
+    if filesystem.isdir(work_dir):
+        for name in filesystem.listdir(work_dir):
+            if filesystem.TEMPORARY_NAME.match(name):
+                filesystem.delete(filesystem.join(work_dir, name))
 
 
 def merge_parts(work_dir: str, pieces: dict[int, list[list[int]]], outputs: Sequence[str],
@@ -176,11 +174,10 @@ def merge_parts(work_dir: str, pieces: dict[int, list[list[int]]], outputs: Sequ
     written under a temporary name and renamed when complete."""
     for k, path in enumerate(outputs):
         runs = merge_order({block: boundaries[k] for block, boundaries in pieces.items()}, random_seed, k)
-        with filesystem.writing(path + ".tmp"), filesystem.open_write(path + ".tmp") as out:
+        with filesystem.atomic_output(path) as out:
             for block, start, end in runs:
                 with filesystem.open_read(part_path(work_dir, block, k)) as part:
                     _copy_range(part, out, start, end - start)
-        filesystem.replace(path + ".tmp", path)
 
 
 def merge_order(boundaries: dict[int, list[int]], random_seed: int, output: int) -> list[tuple[int, int, int]]:

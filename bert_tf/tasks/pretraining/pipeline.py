@@ -187,7 +187,7 @@ class BlockWorker:
         parts = [pretraining_output.PartWriter(pretraining_output.part_path(self.work_dir, block.index, k))
                  for k in range(self.num_outputs)]
         counts = self.write_block(block, parts)
-        pretraining_output.write_json_atomically(pretraining_output.done_path(self.work_dir, block.index), counts)
+        filesystem.write_atomically(pretraining_output.done_path(self.work_dir, block.index), json.dumps(counts))
         return counts
 
     def write_block(self, block: Block, parts: list[pretraining_output.PartWriter]) -> dict:
@@ -214,7 +214,7 @@ class BlockWorker:
                 self._report(instances=batch_counts["instances"])
         except BaseException:
             for part in parts:
-                part.file.close()
+                part.discard()
             raise
         counts["pieces"] = [part.finish() for part in parts]
         counts["parts"] = [part.summary.as_dict() for part in parts]

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 
 # A context word: the original splits contexts on these characters only (U+202F is the narrow
@@ -79,8 +80,7 @@ def word_at(word_starts: Sequence[int], offset: int) -> int:
 def load_squad_json(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Reads a SQuAD file and returns its `data` list (articles), with clear errors."""
     try:
-        with open(path, encoding="utf-8") as f:
-            dataset = json.load(f)
+        dataset = json.loads(filesystem.read_text(os.fspath(path)))
     except FileNotFoundError:
         raise MissingFileError(f"{path}: SQuAD file not found") from None
     except UnicodeDecodeError as e:

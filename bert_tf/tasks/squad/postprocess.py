@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.tasks.squad.examples import SquadExample
 from bert_tf.tasks.squad.features import SquadFeatures
 from bert_tf.text.tokenizers import BasicTokenizer, SentencePieceTokenizer
@@ -247,5 +247,5 @@ def write_predictions(output_dir: str | os.PathLike, predictions: SquadPredictio
 
 def write_json_atomic(path: str | os.PathLike, content: Any) -> None:
     """Writes JSON (indent 4, as the original) to a temporary name, then renames it into place."""
-    full_disk.write_text_atomically(os.fspath(path),
-                                    json.dumps(content, indent=4, ensure_ascii=False) + "\n")
+    filesystem.write_atomically(os.fspath(path),
+                                json.dumps(content, indent=4, ensure_ascii=False) + "\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import random
@@ -74,7 +75,7 @@ def fingerprint(input_file: str, tokenizer_files: Sequence[str], settings: Featu
         **{k: v for k, v in dataclasses.asdict(settings).items()
            if k != "chinese_conversion" or v != "none"}}, sort_keys=True).encode())
     for path in (input_file, *tokenizer_files):
-        with open(path, "rb") as f:
+        with filesystem.open_read(path) as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
@@ -104,8 +105,7 @@ def write_records(path: str, chunks: Iterable[squad_features.SquadFeatures], is_
     schema = record_schemas.squad_schema(max_seq_length, is_training)
     kept, rows = [], 0
     summary = file_checks.Summary()
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with filesystem.writing(tmp), open(tmp, "wb") as f:
+    with filesystem.atomic_output(path) as f:
         for chunk in chunks:
             data, offsets = schema.encode_batch(_record_values(chunk, rows, is_training))
             framed = tfrecord.frame_records(data, offsets)[0]
@@ -114,23 +114,22 @@ def write_records(path: str, chunks: Iterable[squad_features.SquadFeatures], is_
             rows += len(chunk)
             if not is_training:
                 kept.append(chunk)
-    os.replace(tmp, path)
     return kept, summary.as_dict()
 
 
 def _save_metadata(path: str, features: squad_features.SquadFeatures) -> dict:
     """Writes the `.npz` sidecar atomically; returns its `file_checks` summary."""
-    tmp = f"{path}.tmp-{os.getpid()}.npz"
-    with filesystem.writing(tmp):
-        np.savez_compressed(tmp, **features.columns())
-    written = file_checks.summarize_file(tmp, len(features))
-    os.replace(tmp, path)
-    return written
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **features.columns())
+    filesystem.write_atomically(path, buffer.getvalue())
+    summary = file_checks.Summary()
+    summary.update(buffer.getvalue(), len(features))
+    return summary.as_dict()
 
 
 def load_metadata(cached: CachedRecords) -> squad_features.SquadFeatures:
     """The prediction windows saved next to `eval.tf_record` (all SquadFeatures columns)."""
-    with np.load(cached.metadata_path) as arrays:
+    with np.load(io.BytesIO(filesystem.read_bytes(cached.metadata_path))) as arrays:
         return squad_features.SquadFeatures(**{name: arrays[name] for name in arrays.files})
 
 
@@ -158,7 +157,7 @@ def cached_records(input_file: str, output_dir: str, is_training: bool, tokenize
     chunks = squad_features.iter_features(examples, tokenizer, settings.max_seq_length,
                                           settings.doc_stride, settings.max_query_length,
                                           is_training, stats)
-    os.makedirs(output_dir, exist_ok=True)
+    filesystem.makedirs(output_dir)
     kept, written = write_records(path, chunks, is_training, settings.max_seq_length)
     files = {os.path.basename(path): written}
     cached = CachedRecords(path, len(examples), stats.features,

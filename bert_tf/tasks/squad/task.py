@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
@@ -158,7 +159,7 @@ def _check(options: SquadOptions) -> None:
         raise UserError("--do_predict needs --predict_file")
     for flag, path, needed in (("train_file", options.train_file, options.do_train),
                                ("predict_file", options.predict_file, options.do_predict)):
-        if needed and "://" not in path and not os.path.isfile(path):
+        if needed and not filesystem.isfile(path):
             raise MissingFileError(f"{path}: SQuAD file not found (check --{flag})")
     if options.max_seq_length <= options.max_query_length + 3:
         raise UserError(f"--max_seq_length={options.max_seq_length} must be greater than "
@@ -248,8 +249,7 @@ def export_threshold(options: SquadOptions, output_dir: str,
         return float(evaluation["null_score_diff_threshold"])
     path = os.path.join(output_dir, "eval_results.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            return float(json.load(f)["null_score_diff_threshold"])
+        return float(json.loads(filesystem.read_text(path))["null_score_diff_threshold"])
     except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"--export_dir with --null_score_diff_threshold=auto: no threshold chosen "
                         f"yet ({path} has none); add --do_predict with a --predict_file that has "

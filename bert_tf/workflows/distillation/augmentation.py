@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.checkpoints import model_config, name_map
 from bert_tf.errors import UserError
 from bert_tf.model import models
@@ -150,7 +150,7 @@ def _write_split(path: str, task: classification.TaskSpec,
     header = "text_a\t" + ("text_b\t" if pair else "") + "label\n"
     lines = [f"{e.text_a}\t" + (f"{e.text_b or ''}\t" if pair else "")
              + _label_cell(task, e.label) + "\n" for e in examples]
-    full_disk.write_text_atomically(path, header + "".join(lines))
+    filesystem.write_atomically(path, header + "".join(lines))
 
 
 def augment_classifier_data(task: classification.TaskSpec, data_dir: str, output_dir: str,
@@ -184,5 +184,5 @@ def augment_classifier_data(task: classification.TaskSpec, data_dir: str, output
             examples = augment_examples(examples, candidates.words, candidates, copies,
                                         probability, seed)
         _write_split(os.path.join(output_dir, f"{split}.tsv"), task, examples, pair)
-    full_disk.write_text_atomically(settings_path, json.dumps(settings, sort_keys=True))
+    filesystem.write_atomically(settings_path, json.dumps(settings, sort_keys=True))
     return spec

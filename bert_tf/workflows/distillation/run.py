@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.checkpoints import model_config, name_map
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
@@ -202,7 +202,7 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
     output_dir = run_config.output_dir
     tf.io.gfile.makedirs(output_dir)
     config_file = os.path.join(output_dir, "student_config.json")
-    full_disk.write_text_atomically(config_file, config.to_json_string())
+    filesystem.write_atomically(config_file, config.to_json_string())
     teacher = _Teacher(distillation, teacher_config)
     if distillation.augment_checkpoint:
         options = _augmented(kind, options, run_config, distillation)
@@ -313,8 +313,8 @@ def _compare(kind: str, options, run_config: training.RunConfig, teacher: _Teach
         if results["teacher"]["dev"] else None,
         "speed": speeds["student"] / speeds["teacher"],
         "parameters": results["student"]["parameters"] / results["teacher"]["parameters"]}
-    full_disk.write_text_atomically(os.path.join(run_config.output_dir, RESULTS_FILE),
-                                    json.dumps(results, indent=2, sort_keys=True) + "\n")
+    filesystem.write_atomically(os.path.join(run_config.output_dir, RESULTS_FILE),
+                                json.dumps(results, indent=2, sort_keys=True) + "\n")
     logging.info("distillation results: %s", json.dumps(results, sort_keys=True))
     return results
 

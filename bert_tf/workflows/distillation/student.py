@@ -14,6 +14,7 @@ from typing import Sequence
 
 import keras
 
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
 from bert_tf.workflows.distillation.losses import layer_map
@@ -61,10 +62,8 @@ def check_same_vocabulary(vocab_file: str, other_vocab: str | None, source: str)
     """Raises UserError when `other_vocab` (a vocab.txt) holds other tokens than `vocab_file`."""
     if other_vocab is None:
         return
-    with open(vocab_file, encoding="utf-8") as f:
-        ours = f.read().split("\n")
-    with open(other_vocab, encoding="utf-8") as f:
-        theirs = f.read().split("\n")
+    ours = filesystem.read_text(vocab_file).split("\n")
+    theirs = filesystem.read_text(other_vocab).split("\n")
     if [t.strip() for t in ours if t.strip()] != [t.strip() for t in theirs if t.strip()]:
         raise UserError(f"{other_vocab} ({source}) differs from --vocab_file={vocab_file}: teacher "
                         "and student must share one vocabulary; pass the teacher's vocab.txt as "

@@ -2,6 +2,7 @@
 
 import dataclasses
 import importlib.resources
+import json
 import multiprocessing
 import os
 import subprocess
@@ -81,6 +82,37 @@ def test_workers_are_forked_only_without_threads_or_tensorflow(monkeypatch):
     monkeypatch.delitem(sys.modules, "tensorflow")
     monkeypatch.setattr(threading, "active_count", lambda: 2)
     assert pretraining_pipeline._worker_context().get_start_method() == "spawn"
+
+
+# The script in a fresh process, as a user runs it, with forked workers on local paths; then
+# whether TensorFlow was imported by it or by any module its workers run.
+_WITHOUT_TENSORFLOW = """
+import json, sys
+sys.argv = ["create_pretraining_data.py"] + sys.argv[1:]
+import create_pretraining_data
+from bert_tf import filesystem, full_disk, run_lock
+from bert_tf.tasks.pretraining import inputs, instances, ngram_masking, outputs, pipeline
+from bert_tf.text import tokenizers
+try:
+    create_pretraining_data.run()
+except SystemExit as e:
+    assert not e.code, e.code
+print(json.dumps({"tensorflow": "tensorflow" in sys.modules,
+                  "workers": pipeline._worker_context().get_start_method()}))
+"""
+
+
+def test_the_data_step_runs_without_tensorflow(corpus, reference, tmp_path):
+    out = tmp_path / "out.tfrecord"
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TENSORFLOW, f"--input_file={corpus}", f"--output_file={out}",
+         f"--vocab_file={VOCAB}", "--dupe_factor=2", f"--max_seq_length={SEQ}",
+         f"--max_predictions_per_seq={PREDS}", "--document_buffer_size=15", "--num_workers=2",
+         "--progress=false"], capture_output=True, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": REPO})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1]) == {"tensorflow": False, "workers": "fork"}
+    assert out.read_bytes() == open(reference[0], "rb").read()
 
 
 def test_records_parse_with_the_shared_schema(reference):

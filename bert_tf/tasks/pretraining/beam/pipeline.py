@@ -3,9 +3,10 @@
     blocks (planned here, as the local path does) ─Reshuffle─▶ EncodeBlock (BlockWorker.write_block:
     tokenize, instances, masks, records; one in-memory part per output file)
       ├─▶ (output k, block's part) ─GroupByKey─▶ WriteOutput: parts' 256-record runs in the local
-      │     path's seeded order (`merge_order`) ─▶ `<output>.tmp`
+      │     path's seeded order (`merge_order`) ─▶ its temporary
       └─▶ counts ─CombineGlobally(Summary)─▶ `.<output>.beam-summary.json`
-    then, here, once the pipeline succeeded: every `<output>.tmp` is renamed to its final name.
+    then, here, once the pipeline succeeded: every temporary (`filesystem.temporary_beside`, named
+    here) is renamed to its final name.
 
 A block's records depend only on (random seed, block index) and each output is assembled in the
 same order as the local path's merge, so every output file is byte-identical to the local path's
@@ -61,10 +62,10 @@ class EncodeBlock(beam.DoFn):
 
 
 class WriteOutput(beam.DoFn):
-    """(output index, all blocks' parts for it) -> the output file's bytes under `<output>.tmp`."""
+    """(output index, all blocks' parts for it) -> the output file's bytes under its temporary."""
 
-    def __init__(self, outputs: list[str], random_seed: int):
-        self.outputs = outputs
+    def __init__(self, temporaries: list[str], random_seed: int):
+        self.temporaries = temporaries
         self.random_seed = random_seed
 
     def setup(self) -> None:
@@ -75,7 +76,7 @@ class WriteOutput(beam.DoFn):
         data, boundaries = {}, {}
         for block, part, pieces in parts:
             data[block], boundaries[block] = memoryview(part), pieces
-        path = temporary_path(self.outputs[k])
+        path = self.temporaries[k]
         with filesystem.open_write(path) as f:
             for block, start, end in pretraining_output.merge_order(boundaries, self.random_seed, k):
                 f.write(data[block][start:end])
@@ -103,10 +104,6 @@ class SummaryFn(beam.CombineFn):
         return dataclasses.asdict(summary)
 
 
-def temporary_path(output: str) -> str:
-    return output + ".tmp"
-
-
 def summary_path(outputs: list[str]) -> str:
     """Where the pipeline leaves its summary for the launching process (next to the first output)."""
     head, name = outputs[0].rsplit("/", 1) if "/" in outputs[0] else (".", outputs[0])
@@ -114,15 +111,15 @@ def summary_path(outputs: list[str]) -> str:
 
 
 def build_pipeline(pipeline: beam.Pipeline, config: PretrainingDataConfig, blocks: list[Block],
-                   outputs: list[str]) -> None:
-    """Adds the conversion of `blocks` into `outputs` (temporary names) and the summary to `pipeline`."""
+                   outputs: list[str], temporaries: list[str]) -> None:
+    """Adds the conversion of `blocks` into `outputs` (under `temporaries`) and the summary to `pipeline`."""
     encoded = (pipeline
                | "Blocks" >> beam.Create(blocks)
                | "Spread" >> beam.Reshuffle()  # blocks to all workers, not to the one that created them
                | "Encode" >> beam.ParDo(EncodeBlock(config, len(outputs))).with_outputs(_COUNTS, main="parts"))
     _ = (encoded.parts
          | "ByOutput" >> beam.GroupByKey()
-         | "Write" >> beam.ParDo(WriteOutput(outputs, config.random_seed)))
+         | "Write" >> beam.ParDo(WriteOutput(temporaries, config.random_seed)))
     _ = (encoded[_COUNTS]
          | "Summary" >> beam.CombineGlobally(SummaryFn())
          | "SaveSummary" >> beam.Map(_write_json, summary_path(outputs)))
@@ -173,15 +170,17 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
     try:
         inputs, outputs, blocks = plan_run(config)
         pretraining_output.make_output_directories(outputs)
-        with beam.Pipeline(runner=local_runner(options), options=options) as pipeline:
-            build_pipeline(pipeline, config, blocks, outputs)
-        summary = _read_summary(summary_path(outputs)) if blocks else Summary()
-        if not summary.instances:
-            for path in outputs:
-                filesystem.delete(temporary_path(path))
-            raise EmptyInputError(no_instances_message(inputs, summary))
-        for path in outputs:
-            filesystem.replace(temporary_path(path), path)
+        temporaries = [filesystem.temporary_beside(path) for path in outputs]
+        try:
+            with beam.Pipeline(runner=local_runner(options), options=options) as pipeline:
+                build_pipeline(pipeline, config, blocks, outputs, temporaries)
+            summary = _read_summary(summary_path(outputs)) if blocks else Summary()
+            if not summary.instances:
+                raise EmptyInputError(no_instances_message(inputs, summary))
+            for temporary, path in zip(temporaries, outputs):
+                filesystem.replace(temporary, path)
+        finally:
+            filesystem.delete_any(*temporaries)
     finally:
         filesystem.prefer_beam(beam_was_preferred)
     summary.input_files, summary.output_files = len(inputs), outputs
@@ -192,8 +191,7 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
 
 def _write_json(value: dict, path: str) -> None:
     filesystem.prefer_beam()  # runs on a Beam worker
-    with filesystem.open_write(path) as f:
-        f.write(json.dumps(value).encode())
+    filesystem.write_atomically(path, json.dumps(value))
 
 
 def _read_summary(path: str) -> Summary:
