@@ -1,6 +1,7 @@
 """Creates masked-LM / next-sentence pretraining TFRecords from raw text (the original's flags).
 
-Input: text files, one sentence per line, a blank line between documents. Example:
+Input: text files, one sentence per line, a blank line between documents; or a fine-tuning
+task's own files (`--input_format=tsv|csv|squad|conll`, docs/further_pretraining.md). Example:
 
     python create_pretraining_data.py \
       --input_file=demo/data/corpus.txt \
@@ -26,6 +27,7 @@ from bert_tf import cli
 from bert_tf.tasks.pretraining.beam import BEAM_LOG_OPTIONS, create_pretraining_data_on_beam
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.tasks.pretraining.task_text import INPUT_FORMATS, TaskTextOptions
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 
 FLAGS = flags.FLAGS
@@ -59,6 +61,15 @@ flags.DEFINE_enum("chinese_segmenter", None, ["jieba"], "Segment raw Chinese tex
 flags.DEFINE_bool("dynamic_masking", False, "Write unmasked instances (a smaller, different record "
                   "format); run_pretraining.py draws new masks each time it reads them. --dupe_factor is 1 "
                   "unless given.")
+flags.DEFINE_enum("input_format", "text", list(INPUT_FORMATS), "text: one sentence per line, a "
+                  "blank line between documents; or a fine-tuning task's own files: tsv/csv (a "
+                  "document per row, --text_columns), squad (a document per article, its "
+                  "paragraph contexts), conll (a document per -DOCSTART- block, its sentences).")
+flags.DEFINE_list("text_columns", None, "--input_format=tsv/csv: the text columns, 0-based indices "
+                  "or header names (as run_classifier.py's custom task).")
+flags.DEFINE_bool("has_header", True, "--input_format=tsv/csv: the files start with a header row.")
+flags.DEFINE_bool("split_sentences", False, "Task formats: cut each cell, context or sentence "
+                  "after ., ! or ? followed by a capital letter (and after 。！？).")
 flags.DEFINE_bool("progress", True, "Print progress to stderr.")
 flags.DEFINE_enum("runner", "local", ["local", "beam"], "local: worker processes on this machine; beam: an "
                   "Apache Beam pipeline (DirectRunner, Dataflow, Flink, Spark), the same records.")
@@ -82,7 +93,10 @@ def main(argv):
         num_workers=FLAGS.num_workers,
         document_buffer_size=FLAGS.document_buffer_size, pre_segmented=FLAGS.pre_segmented,
         progress=FLAGS.progress, chinese_conversion=FLAGS.chinese_conversion,
-        chinese_segmenter=FLAGS.chinese_segmenter, dynamic_masking=FLAGS.dynamic_masking)
+        chinese_segmenter=FLAGS.chinese_segmenter, dynamic_masking=FLAGS.dynamic_masking,
+        task_text=TaskTextOptions(input_format=FLAGS.input_format,
+                                  text_columns=tuple(FLAGS.text_columns or ()),
+                                  has_header=FLAGS.has_header, split_sentences=FLAGS.split_sentences))
     if FLAGS.runner == "beam":
         # Beam's INFO lines only when asked for: --verbosity above 0, or Beam's own log options.
         quiet = FLAGS.verbosity <= 0 and not any(

@@ -27,6 +27,7 @@ SCRIPTS = {
     "bert-build-vocab": "build_vocab",
     "bert-extend-vocab": "extend_vocab",
     "bert-predict": "predict",
+    "bert-multitask": "run_multitask",
     "bert-export-hf": "export_hf",
 }
 # Only scripts that exist are installed, so a checkout mid-way through the project still installs.

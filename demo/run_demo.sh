@@ -72,6 +72,15 @@ python extract_features.py --input_file="$OUT/extract_input.txt" --output_file="
   --export_dir="$OUT/features_savedmodel"
 echo "wrote $(wc -l < "$OUT/features.jsonl") lines to $OUT/features.jsonl"
 
+step "4b. Further pretraining within-task: the classifier's own training sentences, heads restored"
+python create_pretraining_data.py --input_file="$DATA/classification/train.tsv" --input_format=tsv \
+  --text_columns=sentence --output_file="$OUT/within_task.tfrecord" --vocab_file="$OUT/vocab.txt" \
+  --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=2
+python run_pretraining.py --input_file="$OUT/within_task.tfrecord" --output_dir="$OUT/further_pretraining" \
+  --init_checkpoint="$OUT/pretraining/google_checkpoint" --do_train --max_seq_length=64 \
+  --max_predictions_per_seq=10 --train_batch_size=32 --learning_rate=5e-5 --num_train_steps=20 \
+  --num_warmup_steps=2 --log_every_n_steps=10
+
 COMMON=(--vocab_file="$OUT/vocab.txt" --bert_config_file="$OUT/bert_config.json"
         --init_checkpoint="$OUT/pretraining"
         --save_checkpoints_steps=1000 --iterations_per_loop=100 --log_every_n_steps=50)

@@ -40,6 +40,7 @@ _HEAD_NAMES = {
     "qa_outputs.bias": ("cls/squad/output_bias", False),
 }
 # Buffers and tied copies that are not weights of their own.
+_DECODER_BIAS = "cls.predictions.decoder.bias"
 _NOT_WEIGHTS = re.compile(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 
 _CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -128,18 +129,23 @@ def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
     translate = albert_names.hf_tf1_name if albert else tf1_name
     not_weights = albert_names.HF_NOT_WEIGHTS if albert else _NOT_WEIGHTS
     arrays: dict[str, Callable[[], np.ndarray]] = {}
+    decoder_bias = None
     for path in _weight_files(directory):
         handle = safe_open(path, framework="numpy")
         for hf_name in handle.keys():
-            if not_weights.search(hf_name):
-                continue
             name, transpose = translate(hf_name)
 
             def load(handle=handle, hf_name=hf_name, transpose=transpose) -> np.ndarray:
                 value = handle.get_tensor(hf_name).astype(np.float32, copy=False)
                 return np.ascontiguousarray(value.T) if transpose else value
 
-            arrays[name or hf_name] = load
+            if hf_name.endswith(_DECODER_BIAS):
+                decoder_bias = load
+            if not not_weights.search(hf_name):
+                arrays[name or hf_name] = load
+    if decoder_bias is not None and not albert:
+        # Files that kept only the tied copy of the masked-LM output bias.
+        arrays.setdefault(_HEAD_NAMES["cls.predictions.bias"][0], decoder_bias)
     return arrays
 
 

@@ -20,12 +20,15 @@ from bert_tf.model.config import BertConfig
 
 
 class _EncoderModel(keras.Model):
-    """A keras.Model owning `self.encoder`; subclasses add one head."""
+    """A keras.Model owning `self.encoder`, or sharing one given (multi-task models: one
+    encoder under several heads); subclasses add one head."""
 
-    def __init__(self, config: BertConfig, dtype=None, **kwargs):
+    def __init__(self, config: BertConfig, dtype=None, encoder: keras.Layer | None = None,
+                 **kwargs):
         super().__init__(dtype=dtype, **kwargs)
         self.config = config
-        self.encoder = build_encoder(config, dtype=self.dtype_policy)
+        self.encoder = encoder if encoder is not None else build_encoder(
+            config, dtype=self.dtype_policy)
 
     def dummy_inputs(self, batch_size: int = 1, seq_length: int = 2) -> dict:
         """A zero batch of the features dict, for building or tracing."""
@@ -136,8 +139,9 @@ def pretraining_model(config: BertConfig, dtype=None) -> PretrainingModel:
     return PretrainingModel(config, dtype=dtype)
 
 
-def classifier_model(config: BertConfig, num_labels: int, dtype=None) -> ClassifierModel:
-    return ClassifierModel(config, num_labels, dtype=dtype)
+def classifier_model(config: BertConfig, num_labels: int, dtype=None,
+                     encoder: keras.Layer | None = None) -> ClassifierModel:
+    return ClassifierModel(config, num_labels, dtype=dtype, encoder=encoder)
 
 
 def span_model(config: BertConfig, dtype=None) -> SpanModel:
@@ -145,5 +149,7 @@ def span_model(config: BertConfig, dtype=None) -> SpanModel:
 
 
 def token_classifier_model(config: BertConfig, num_labels: int, dtype=None, lstm_size: int = 0,
-                           crf: bool = False) -> TokenClassifierModel:
-    return TokenClassifierModel(config, num_labels, dtype=dtype, lstm_size=lstm_size, crf=crf)
+                           crf: bool = False,
+                           encoder: keras.Layer | None = None) -> TokenClassifierModel:
+    return TokenClassifierModel(config, num_labels, dtype=dtype, lstm_size=lstm_size, crf=crf,
+                                encoder=encoder)

@@ -19,8 +19,8 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
+from bert_tf.text.columns import Column, parse_column, resolve_column
 
-Column = int | str  # an index (0-based) or, for files with a header row, a column name
 SPLITS = ("train", "dev", "test")
 
 
@@ -272,11 +272,6 @@ def custom_task(spec: Mapping[str, Any]) -> TaskSpec:
                     label_separator=spec.get("label_separator", "|"))
 
 
-def _column(value: str) -> Column:
-    """A flag's column: digits are a 0-based index, anything else a header name."""
-    return int(value) if value.strip().isdigit() else value
-
-
 def spec_from_flags(text_a_column: str, label_column: str | None,
                     text_b_column: str | None = None, has_header: bool = True,
                     file_format: str = "tsv", label_list: Sequence[str] | None = None,
@@ -288,15 +283,15 @@ def spec_from_flags(text_a_column: str, label_column: str | None,
         raise UserError("--task_name=custom needs --text_a_column and --label_column (or "
                          "--multi_label --label_columns) (or --task_spec=spec.json)")
     spec: dict[str, Any] = {"format": file_format, "header": has_header,
-                            "text_a": _column(text_a_column), "regression": regression}
+                            "text_a": parse_column(text_a_column), "regression": regression}
     if multi_label or label_columns:
         spec.update(multi_label=True, label_separator=label_separator)
     if label_columns:
-        spec["label_columns"] = [_column(c) for c in label_columns]
+        spec["label_columns"] = [parse_column(c) for c in label_columns]
     else:
-        spec["label"] = _column(label_column)
+        spec["label"] = parse_column(label_column)
     if text_b_column:
-        spec["text_b"] = _column(text_b_column)
+        spec["text_b"] = parse_column(text_b_column)
     if label_list:
         spec["labels"] = list(label_list)
     return spec
@@ -313,18 +308,6 @@ def load_task_spec(path: str) -> dict[str, Any]:
 
 
 # --- the reader ------------------------------------------------------------------------------
-
-def _resolve(column: Column | None, header: Sequence[str] | None, path: str, role: str) -> int | None:
-    if column is None or isinstance(column, int):
-        return column
-    if header is None:
-        raise UserError(f"{path}: the {role} column is given by name ('{column}') but the file "
-                         "has no header row; give a 0-based index instead")
-    if column not in header:
-        raise UserError(f"{path}:1: no column named '{column}' for the {role}; "
-                         f"the header has {list(header)}")
-    return list(header).index(column)
-
 
 def _rows(path: str, layout: SplitLayout):
     """Yields (line number, row) for every non-empty data row, and the header (or None) first.
@@ -365,9 +348,9 @@ def read_examples(task: TaskSpec, data_dir: str, split: str) -> list[InputExampl
                                 f"split from {layout.filename} under --data_dir)")
     rows = _rows(path, layout)
     header = next(rows)
-    cols = {role: _resolve(getattr(layout, role), header, path, role)
+    cols = {role: resolve_column(getattr(layout, role), header, path, role)
             for role in ("text_a", "text_b", "label", "filter_column")}
-    label_cols = [_resolve(c, header, path, "label") for c in layout.label_columns or ()]
+    label_cols = [resolve_column(c, header, path, "label") for c in layout.label_columns or ()]
     needed = 1 + max(c if c >= 0 else -c - 1
                      for c in [*cols.values(), *label_cols] if c is not None)
     examples = []

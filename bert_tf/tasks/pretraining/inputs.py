@@ -32,12 +32,17 @@ WORD_START_MARKER = "\u2581"  # SentencePiece's "▁"
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """Consecutive documents: (path, start byte, end byte) ranges, each starting at a document start."""
+    """Consecutive documents: (path, start byte, end byte) ranges, each starting at a document
+    start; or, read from a task's files (task_text.py), their sentences as lines, "" ending each
+    document."""
     index: int
     ranges: tuple[tuple[str, int, int], ...]
+    lines: tuple[str, ...] = ()
 
     @property
     def num_bytes(self) -> int:
+        if self.lines:
+            return sum(len(line.encode("utf-8")) + 1 for line in self.lines)
         return sum(end - start for _, start, end in self.ranges)
 
 
@@ -158,14 +163,22 @@ class LineTokenizer:
         """Reads and tokenizes a block's documents (empty documents are dropped, as in the original)."""
         counts = ReadCounts()
         documents = _DocumentsBuilder()
+        if block.lines:
+            counts.bytes += block.num_bytes
+            counts.lines += len(block.lines)
+            self._add_lines(list(block.lines), documents, counts)
+            documents.end_document()
         for path, start, end in block.ranges:
             for lines in _read_lines(path, start, end, counts):
-                if self._unit_text is not None:
-                    self._add_lines_at_once(lines, documents, counts)
-                else:
-                    self._add_lines_one_by_one(lines, documents, counts)
+                self._add_lines(lines, documents, counts)
             documents.end_document()  # a file's end ends its last document
         return documents.build(None if self.pre_segmented else self.word_start_by_id), counts
+
+    def _add_lines(self, lines: list[str], documents: "_DocumentsBuilder", counts: ReadCounts) -> None:
+        if self._unit_text is not None:
+            self._add_lines_at_once(lines, documents, counts)
+        else:
+            self._add_lines_one_by_one(lines, documents, counts)
 
     def _add_lines_at_once(self, lines: list[str], documents: "_DocumentsBuilder", counts: ReadCounts) -> None:
         ids, line_tokens = self._lines_ids(lines)

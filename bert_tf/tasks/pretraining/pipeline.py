@@ -37,6 +37,7 @@ from bert_tf.filesystem import expand_input_patterns
 from bert_tf.records import features, tfrecord
 from bert_tf.tasks.pretraining import outputs as pretraining_output
 from bert_tf.tasks.pretraining.inputs import Block, LineTokenizer, ReadCounts, plan_blocks
+from bert_tf.tasks.pretraining.task_text import TaskTextOptions, plan_task_blocks
 from bert_tf.tasks.pretraining.instances import (DocumentBuffer, InstanceOptions, SpecialIds,
                                                  assemble_features, create_instances,
                                                  create_masked_lm_predictions, unmasked_features)
@@ -66,6 +67,7 @@ class PretrainingDataConfig:
     chinese_conversion: str = "none"  # t2s / s2t (bert_tf.text.chinese.conversion)
     chinese_segmenter: str | None = None  # "jieba": segment raw text, then as pre_segmented
     dynamic_masking: bool = False  # write unmasked instances; run_pretraining draws the masks
+    task_text: TaskTextOptions = TaskTextOptions()  # the input's format: text, or a task's files
 
 
 @dataclasses.dataclass
@@ -288,6 +290,7 @@ def plan_run(config: PretrainingDataConfig) -> tuple[list[str], list[str], list[
       (input files, output files, blocks). Raises ValueError/OSError naming the file or flag.
     """
     config.instance.validate()
+    config.task_text.validate()
     if config.dupe_factor < 1 or config.num_workers < 1:
         raise UserError(f"--dupe_factor and --num_workers must be positive, got {config.dupe_factor} "
                          f"and {config.num_workers}")
@@ -296,7 +299,9 @@ def plan_run(config: PretrainingDataConfig) -> tuple[list[str], list[str], list[
     check_paths(config, outputs)
     check_vocabulary(config)
     make_line_preparer(config.chinese_conversion, config.chinese_segmenter)  # a missing extra too
-    return inputs, outputs, plan_blocks(inputs, config.document_buffer_size)
+    if config.task_text.input_format == "text":
+        return inputs, outputs, plan_blocks(inputs, config.document_buffer_size)
+    return inputs, outputs, plan_task_blocks(inputs, config.task_text, config.document_buffer_size)
 
 
 def check_paths(config: PretrainingDataConfig, outputs: Sequence[str]) -> None:
@@ -356,7 +361,7 @@ def _run_blocks(config: PretrainingDataConfig, inputs: Sequence[str], outputs: S
                     pieces[counts["block"]] = counts["pieces"]
         if not summary.instances:
             pretraining_output.remove_work_dir(work_dir)
-            raise EmptyInputError(no_instances_message(inputs, summary))
+            raise EmptyInputError(no_instances_message(inputs, summary, config.task_text.input_format))
         pretraining_output.merge_parts(work_dir, pieces, outputs, config.random_seed)
     finally:
         reporter.stop()
@@ -374,12 +379,16 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def no_instances_message(inputs: Sequence[str], summary: Summary) -> str:
+def no_instances_message(inputs: Sequence[str], summary: Summary, input_format: str = "text") -> str:
     """Why a run made no instance, naming the input (no output file is written then)."""
     what = inputs[0] if len(inputs) == 1 else f"{len(inputs)} files ({inputs[0]}, ...)"
+    expected = {"text": "text with one sentence per line and a blank line between documents",
+                "tsv": "rows whose --text_columns hold text", "csv": "rows whose --text_columns hold text",
+                "squad": "SQuAD articles with paragraph contexts",
+                "conll": "one word per line, a blank line between sentences"}[input_format]
     return (f"--input_file: {what}: no documents to make pretraining instances from "
-            f"({summary.documents} documents in {summary.read.lines} lines); expected text with "
-            "one sentence per line and a blank line between documents")
+            f"({summary.documents} documents in {summary.read.lines} lines); expected {expected} "
+            f"(--input_format={input_format})")
 
 
 def _work_dir(config: PretrainingDataConfig, inputs: Sequence[str], outputs: Sequence[str]) -> str:

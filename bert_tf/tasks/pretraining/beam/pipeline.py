@@ -176,7 +176,8 @@ def create_pretraining_data_on_beam(config: PretrainingDataConfig, pipeline_opti
                 build_pipeline(pipeline, config, blocks, outputs, temporaries)
             summary = _read_summary(summary_path(outputs)) if blocks else Summary()
             if not summary.instances:
-                raise EmptyInputError(no_instances_message(inputs, summary))
+                raise EmptyInputError(no_instances_message(inputs, summary,
+                                                              config.task_text.input_format))
             for temporary, path in zip(temporaries, outputs):
                 filesystem.replace(temporary, path)
         finally:

@@ -1,0 +1,115 @@
+"""tasks.json: the tasks of a multi-task run, each a classifier or a tagging (NER) task.
+
+    {"tasks": [
+      {"name": "sst", "type": "classifier", "task_name": "sst-2", "data_dir": "glue/SST-2"},
+      {"name": "reviews", "type": "classifier", "task_name": "custom", "data_dir": "reviews",
+       "task_spec": {"text_a": "text", "label": "stars", "regression": true}, "weight": 0.5},
+      {"name": "ner", "type": "ner", "data_dir": "conll2003", "tag_scheme": "bioes"}]}
+
+Each entry takes the flags of its single-task script that describe the task (run_classifier.py:
+task_name, data_dir, task_spec (an object or a spec file's path), xnli_language, threshold,
+tune_thresholds; run_ner.py: data_dir, data_format, tag_scheme, labels, train_file, dev_file,
+test_file, window_overlap, crf, lstm_size, crf_learning_rate, decode), plus `name` (its output
+files' name), `type` and `weight` (sampling, default 1). Relative paths are relative to the
+file's directory. The model, tokenizer and sequence length are the run's, shared by all tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Any, Mapping
+
+from bert_tf.errors import MissingFileError, UserError
+from bert_tf.tasks.classifier import processors as classification
+from bert_tf.tasks.classifier.task import ClassifierOptions
+from bert_tf.tasks.ner.task import NerOptions
+from bert_tf.training.finetuning import FinetuningOptions
+
+KINDS = ("classifier", "ner")
+_ENTRY_KEYS = {"name", "type", "weight"}
+_TASK_KEYS = {
+    "classifier": {"task_name", "data_dir", "task_spec", "xnli_language", "threshold",
+                   "tune_thresholds"},
+    "ner": {"data_dir", "data_format", "tag_scheme", "labels", "train_file", "dev_file",
+            "test_file", "window_overlap", "crf", "lstm_size", "crf_learning_rate", "decode"},
+}
+_PATH_KEYS = ("data_dir", "task_spec")
+_SELECTION_FIELDS = {"eval_every_n_steps", "eval_every_epoch", "best_metric",
+                     "early_stopping_patience", "predict_from"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskEntry:
+    """One task of the mix: its name, kind ("classifier" or "ner"), sampling weight and the
+    options its single-task script would run with."""
+    name: str
+    kind: str
+    weight: float
+    options: ClassifierOptions | NerOptions
+
+
+def read_tasks_file(path: str, shared: FinetuningOptions) -> list[TaskEntry]:
+    """The tasks of `path`, with the run's shared options (`shared`: model, tokenizer, sequence
+    length, epochs) in each task's options."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            content = json.load(f)
+    except FileNotFoundError:
+        raise MissingFileError(f"--tasks: {path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"--tasks: {path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    entries = content.get("tasks") if isinstance(content, dict) else content
+    if not isinstance(entries, list) or not entries:
+        raise UserError(f"--tasks: {path}: expected {{\"tasks\": [...]}} with at least one task "
+                        "(see docs/multitask.md)")
+    base = os.path.dirname(os.path.abspath(path))
+    tasks = [_entry(raw, number, path, base, shared) for number, raw in enumerate(entries)]
+    names = [task.name for task in tasks]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise UserError(f"--tasks: {path}: task names must differ; {duplicated} appear twice")
+    return tasks
+
+
+def _entry(raw: Any, number: int, path: str, base: str, shared: FinetuningOptions) -> TaskEntry:
+    where = f"--tasks: {path}: task {number}"
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: expected an object, got {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind not in KINDS:
+        raise UserError(f"{where}: 'type' must be one of {list(KINDS)}, got {kind!r}")
+    unknown = set(raw) - _ENTRY_KEYS - _TASK_KEYS[kind]
+    if unknown:
+        raise UserError(f"{where}: unknown key(s) {sorted(unknown)} for a {kind} task; known: "
+                        f"{sorted(_ENTRY_KEYS | _TASK_KEYS[kind])}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise UserError(f"{where}: 'name' must be a short name of letters, digits, '_', '-' or "
+                        f"'.' (it names the task's outputs), got {name!r}")
+    weight = raw.get("weight", 1.0)
+    if not isinstance(weight, (int, float)) or weight <= 0:
+        raise UserError(f"{where} ('{name}'): 'weight' must be a positive number, got {weight!r}")
+    if "data_dir" not in raw:
+        raise UserError(f"{where} ('{name}'): 'data_dir' (the task's files) is required")
+    values = {key: value for key, value in raw.items() if key in _TASK_KEYS[kind]}
+    for key in _PATH_KEYS:
+        if isinstance(values.get(key), str):
+            values[key] = os.path.join(base, values[key])
+    # Evaluation during training and the best checkpoint are the mix's (see run.py), not a task's.
+    common = {field.name: getattr(shared, field.name)
+              for field in dataclasses.fields(FinetuningOptions)
+              if field.name not in _SELECTION_FIELDS}
+    if kind == "ner":
+        return TaskEntry(name, kind, float(weight), NerOptions(**common, **values))
+    spec = values.pop("task_spec", None)
+    if isinstance(spec, str):
+        spec = classification.load_task_spec(spec)
+    if "task_name" not in values:
+        raise UserError(f"{where} ('{name}'): 'task_name' is required (a GLUE task, xnli or "
+                        "custom with a 'task_spec')")
+    return TaskEntry(name, kind, float(weight),
+                     ClassifierOptions(**common, **values, custom_spec=spec))
