@@ -17,6 +17,7 @@ Example (one sentence, or `text_a ||| text_b`, per line):
 from absl import app, flags, logging
 
 from bert_tf import cli
+from bert_tf.serving import precision
 from bert_tf.tasks.features import extraction as features_extraction
 from bert_tf.training import flags as training_flags
 
@@ -30,6 +31,7 @@ flags.DEFINE_integer("batch_size", 32, "Examples per encoder call.")
 flags.DEFINE_string("export_dir", None, "Also write a SavedModel that takes raw text and returns "
                     "cls/pooled/mean vectors and the --layers per token (docs/serving.md); "
                     "--input_file and --output_file are then optional.")
+precision.define_flag()
 training_flags.define_model_flags(output_dir=False)
 # The original's TPU flags, accepted so its command lines keep working; this script runs on the
 # local default device (GPU if one is visible).

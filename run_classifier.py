@@ -20,10 +20,12 @@ import sys
 from absl import flags
 
 from bert_tf import cli, run_lock
+from bert_tf.serving import precision
 from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier import task as classifier_task
 # The original's names for processors written against it (`from run_classifier import ...`).
 from bert_tf.tasks.classifier.compat import DataProcessor, InputExample  # noqa: F401
+from bert_tf.text import long_text
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.training import flags as training_flags
 
@@ -55,6 +57,21 @@ flags.DEFINE_bool("tune_thresholds", False, "--multi_label: choose each label's 
                   "dev set (best F1) at each evaluation, save it in thresholds.json beside the "
                   "checkpoints, and predict and export with it.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
+precision.define_flag()
+flags.DEFINE_enum("truncation", "head", list(long_text.TRUNCATIONS),
+                  "A single text longer than max_seq_length - 2 pieces keeps its head (the "
+                  "original), its tail, or its head and tail (--truncation_head_tokens from "
+                  "the start, the rest from the end). Pairs are cut longest first.")
+flags.DEFINE_integer("truncation_head_tokens", long_text.DEFAULT_HEAD_TOKENS,
+                     "--truncation=head+tail: pieces kept from the start (Sun et al.: 128 of 510).")
+flags.DEFINE_enum("long_text", "truncate", list(long_text.LONG_TEXT_MODES),
+                  "chunks: split a single text longer than one row into windows; training "
+                  "labels each window, evaluation, prediction and the export pool the windows' "
+                  "logits per text (--chunk_pooling).")
+flags.DEFINE_integer("chunk_stride", None, "--long_text=chunks: pieces between the starts of "
+                     "consecutive windows (default: the window's max_seq_length - 2, no overlap).")
+flags.DEFINE_enum("chunk_pooling", "mean", list(long_text.POOLINGS),
+                  "--long_text=chunks: mean or max of the windows' logits per text.")
 flags.DEFINE_string("processor", None, "Your own DataProcessor class, written for the original: "
                     "module.path:Class or path/to/file.py:Class (docs/migrating.md).")
 training_flags.define_model_flags()

@@ -42,6 +42,13 @@ flags.DEFINE_bool("eval_one_pass", False, "Evaluate one pass over the eval recor
 flags.DEFINE_string("eval_input_file", None, "Records to evaluate on (default: --input_file).")
 flags.DEFINE_bool("export_google_checkpoint", False, "At the end of training, also write the "
                   "model in the original's TF1 layout to <output_dir>/google_checkpoint/.")
+flags.DEFINE_enum("objective", "bert", ["bert", "electra"], "bert: masked LM + next sentence; "
+                  "electra: ELECTRA's replaced-token detection (a generator and a discriminator; "
+                  "--dynamic_masking records, an ELECTRA config; docs/electra.md).")
+flags.DEFINE_float("generator_hidden_size", 0.25, "--objective=electra: the generator's hidden "
+                   "size as a fraction of the discriminator's.")
+flags.DEFINE_float("disc_weight", 50.0, "--objective=electra: the weight of the discriminator's "
+                   "loss against the generator's.")
 training_flags.define_model_flags()  # the tokenizer flags: what --export_hf_dir ships
 training_flags.define_hf_export_flags()
 training_flags.define_flags()

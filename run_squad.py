@@ -19,6 +19,7 @@ a SavedModel that answers questions on raw text (docs/serving.md).
 from absl import flags
 
 from bert_tf import cli, run_lock
+from bert_tf.serving import precision
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.training import flags as training_flags
@@ -39,6 +40,7 @@ flags.DEFINE_string("null_score_diff_threshold", "0.0", "Predict no answer when 
                     "--predict_file.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel that answers questions on raw text "
                     "here (docs/serving.md).")
+precision.define_flag()
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_finetuning_flags(with_eval=False)

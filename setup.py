@@ -29,6 +29,7 @@ SCRIPTS = {
     "bert-predict": "predict",
     "bert-multitask": "run_multitask",
     "bert-export-hf": "export_hf",
+    "bert-search": "search",
 }
 # Only scripts that exist are installed, so a checkout mid-way through the project still installs.
 SCRIPTS = {cmd: mod for cmd, mod in SCRIPTS.items()

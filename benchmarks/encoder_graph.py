@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
-from encoder_throughput import machine_info
+from machine import machine_info
 
 CONFIG = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)

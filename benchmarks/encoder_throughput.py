@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 
 from absl import app, flags
@@ -41,6 +40,9 @@ flags.DEFINE_integer("intra_op_threads", 0, "TensorFlow intra-op threads (0 = al
 flags.DEFINE_bool("peak", True, "Measure the matmul peak per dtype before the encoder runs "
                   "(benchmarks/matmul_peak.py: best of large squares and the configs' GEMM shapes); "
                   "each result is also given as a fraction of it.")
+flags.DEFINE_list("revisions", ["."], "Git revisions whose bert_tf/model/encoder.py is measured "
+                  "('.' = the working tree; baseline_encoder.py), interleaved per measurement so "
+                  "that before and after see the same load; ratios between them are printed.")
 flags.DEFINE_integer("inter_op_threads", 1, "TensorFlow inter-op threads (0 = TF's default). "
                      "One avoids two ops competing for the same cores.")
 
@@ -53,39 +55,6 @@ CONFIGS = {
 POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def machine_info(tf) -> dict:
-    """What decides CPU speed: oneDNN, bf16/AMX instructions, threads."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-        onednn = bool(_pywrap_util_port.IsMklEnabled())
-    except (ImportError, AttributeError):
-        onednn = None
-    cpu_flags = _cpu_flags()
-    return {
-        "machine": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "tensorflow": tf.__version__,
-        "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(unset)"),
-        "onednn_enabled": onednn,
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
-        "cpu_bf16_flags": sorted(cpu_flags & {"avx512_bf16", "amx_bf16", "amx_tile"}),
-        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-        "load_average_1min": os.getloadavg()[0],
-    }
-
-
 def encoder_flops_per_sequence(layers: int, hidden: int, intermediate: int, seq: int) -> int:
     """Matmul FLOPs of one forward: projections and feed-forward 2·S·(4H² + 2HI) plus the two
     attention products 2·2·S²·H, per layer (embeddings, LayerNorm, softmax are not counted)."""
@@ -93,29 +62,32 @@ def encoder_flops_per_sequence(layers: int, hidden: int, intermediate: int, seq:
                      + 4 * seq * seq * hidden)
 
 
-def measure(tf, forward, features, batch_size: int) -> list[float]:
-    """Sequences/s of each repeat."""
-    for _ in range(FLAGS.warmup):
-        forward(features).numpy()
-    rates = []
+def measure(forwards: dict, features: dict, batch_size: int) -> dict[object, list[float]]:
+    """Sequences/s of each repeat of each forward ({key: forward}); the forwards take turns in
+    every repeat, so that each sees the same load on a shared machine."""
+    for forward in forwards.values():
+        for _ in range(FLAGS.warmup):
+            forward(features[forward]).numpy()
+    rates = {key: [] for key in forwards}
     for _ in range(FLAGS.repeats):
-        calls, start = 0, time.perf_counter()
-        while calls < FLAGS.min_iterations or time.perf_counter() - start < FLAGS.min_seconds:
-            forward(features).numpy()  # .numpy() waits for the result
-            calls += 1
-        rates.append(batch_size * calls / (time.perf_counter() - start))
+        for key, forward in forwards.items():
+            calls, start = 0, time.perf_counter()
+            while calls < FLAGS.min_iterations or time.perf_counter() - start < FLAGS.min_seconds:
+                forward(features[forward]).numpy()  # .numpy() waits for the result
+                calls += 1
+            rates[key].append(batch_size * calls / (time.perf_counter() - start))
     return rates
 
 
-def run_one(tf, name: str, dtype: str, xla: bool, peak: float | None) -> dict:
+def build_forward(tf, name: str, dtype: str, xla: bool, module=None):
+    """(the encoder's forward as a tf.function, its features, seconds of its first call)."""
     import numpy as np
 
+    from bert_tf.model import encoder as encoder_lib
     from bert_tf.model.config import BertConfig
-    from bert_tf.model.encoder import BertEncoder
 
-    sizes = CONFIGS[name]
-    config = BertConfig(vocab_size=30522, type_vocab_size=2, **sizes)
-    encoder = BertEncoder(config, dtype=POLICIES[dtype])
+    config = BertConfig(vocab_size=30522, type_vocab_size=2, **CONFIGS[name])
+    encoder = (module or encoder_lib).BertEncoder(config, dtype=POLICIES[dtype])
     b, s = FLAGS.batch_size, FLAGS.seq_length
     rng = np.random.default_rng(0)
     features = {
@@ -127,14 +99,20 @@ def run_one(tf, name: str, dtype: str, xla: bool, peak: float | None) -> dict:
                           jit_compile=xla, reduce_retracing=True)
     start = time.perf_counter()
     forward(features).numpy()
-    first_call = time.perf_counter() - start
-    rates = measure(tf, forward, features, b)
+    return forward, features, time.perf_counter() - start
+
+
+def result_line(name: str, dtype: str, xla: bool, revision: str, rates: list[float],
+                first_call: float, peak: float | None) -> dict:
+    sizes = CONFIGS[name]
+    b, s = FLAGS.batch_size, FLAGS.seq_length
     flops = encoder_flops_per_sequence(sizes["num_hidden_layers"], sizes["hidden_size"],
                                        sizes["intermediate_size"], s)
     best = max(rates)
     gflops = best * flops / 1e9
     return {
-        "benchmark": "encoder_inference", "config": name, **sizes, "dtype": dtype, "xla": xla,
+        "benchmark": "encoder_inference", "revision": revision, "config": name, **sizes,
+        "dtype": dtype, "xla": xla,
         "batch_size": b, "seq_length": s, "sequences_per_sec": round(best, 2),
         "repeats": [round(r, 2) for r in rates], "ms_per_batch": round(1000 * b / best, 1),
         "matmul_gflops_per_sec": round(gflops, 1),
@@ -150,6 +128,8 @@ def main(argv):
 
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.inter_op_threads)
+    from machine import machine_info  # noqa: PLC0415
+
     print(json.dumps({"benchmark": "encoder_inference_machine", **machine_info(tf)}), flush=True)
     xla_modes = {"on": [True], "off": [False], "both": [False, True]}[FLAGS.xla]
     for name in FLAGS.configs:
@@ -168,10 +148,26 @@ def main(argv):
         peaks[dtype] = matmul_peak.matmul_peak(shapes, dtype) / 1e9 if FLAGS.peak else None
         print(json.dumps({"benchmark": "matmul_peak", "dtype": dtype, "shapes": shapes,
                           "gflops_per_sec": peaks[dtype] and round(peaks[dtype], 1)}), flush=True)
+    import baseline_encoder  # noqa: PLC0415
+
+    modules = {r: None if r == "." else baseline_encoder.encoder_at(r) for r in FLAGS.revisions}
     for name in FLAGS.configs:
-        for dtype in FLAGS.dtypes:
-            for xla in xla_modes:
-                print(json.dumps(run_one(tf, name, dtype, xla, peaks[dtype])), flush=True)
+        for xla in xla_modes:
+            forwards, features, first_calls = {}, {}, {}
+            for dtype in FLAGS.dtypes:
+                for revision, module in modules.items():
+                    forward, inputs, first_calls[revision, dtype] = build_forward(
+                        tf, name, dtype, xla, module)
+                    forwards[revision, dtype], features[forward] = forward, inputs
+            rates = measure(forwards, features, FLAGS.batch_size)
+            for (revision, dtype), values in rates.items():
+                print(json.dumps(result_line(name, dtype, xla, revision, values,
+                                             first_calls[revision, dtype], peaks[dtype])),
+                      flush=True)
+            best = {key: max(values) for key, values in rates.items()}
+            print(json.dumps({"benchmark": "encoder_inference_ratios", "config": name, "xla": xla,
+                              **baseline_encoder.ratios(best, list(modules), FLAGS.dtypes)}),
+                  flush=True)
 
 
 def run():

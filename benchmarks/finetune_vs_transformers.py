@@ -81,7 +81,7 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str) -> dict:
         eval_batch_size=args.batch_size, learning_rate=args.learning_rate,
         init_checkpoint=MODEL_DIR, log_every_n_steps=args.window, iterations_per_loop=args.window,
         save_checkpoints_steps=100000, keep_checkpoint_max=1, dtype=args.dtype,
-        use_xla=args.xla)
+        use_xla=args.xla, seed=args.seed)
     common = dict(bert_config_file=config_file, vocab_file=os.path.join(MODEL_DIR, "vocab.txt"),
                   do_lower_case=True, do_train=True, warmup_proportion=WARMUP_PROPORTION,
                   max_seq_length=SEQ_LENGTHS[name])

@@ -25,6 +25,11 @@ alternate with this checkout's in every round, and each row gains `raw_text_vs_b
   python benchmarks/serving.py --models=minilm --batch_sizes=1,32 --min_seconds=3
   (cd ../before && python benchmarks/serving.py --models=minilm --keep_exports=/tmp/before)
   python benchmarks/serving.py --models=minilm --batch_sizes=1 --baseline_exports=/tmp/before
+
+bfloat16 against float32 in one run: --export_dtype=bfloat16 measures the bfloat16 export
+(serving/precision.py) alternately with the float32 export of the same weights:
+
+  python benchmarks/serving.py --models=base --batch_sizes=32 --export_dtype=bfloat16
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ flags.DEFINE_string("keep_exports", None, "Keep each model's export in DIR/<mode
                     "--baseline_exports of another checkout's run).")
 flags.DEFINE_string("baseline_exports", None, "Measure DIR/<model> (another checkout's "
                     "--keep_exports) alternately with this checkout's export.")
+flags.DEFINE_enum("export_dtype", "float32", ["float32", "bfloat16"], "The measured export's "
+                  "--export_dtype. bfloat16: the float32 export of the same weights is the "
+                  "baseline (unless --baseline_exports), so `*_vs_baseline` is bfloat16/float32.")
 
 
 def _rate(call, examples: int) -> float:
@@ -112,7 +120,8 @@ def _python_ids(tokenizer, texts: list[str]) -> dict[str, np.ndarray]:
             "segment_ids": np.zeros_like(ids)}
 
 
-def _measure(name: str, export_dir: str, module, tokenizer) -> list[dict]:
+def _measure(name: str, export_dir: str, module, tokenizer, baseline_dir: str | None
+             ) -> list[dict]:
     import tensorflow as tf
 
     from bert_tf.serving import packing
@@ -121,8 +130,8 @@ def _measure(name: str, export_dir: str, module, tokenizer) -> list[dict]:
     loaded = tf.saved_model.load(export_dir)
     raw, ids_in = loaded.signatures[SIGNATURE_KEY], loaded.signatures[IDS_SIGNATURE_KEY]
     baseline = None
-    if FLAGS.baseline_exports:
-        baseline = tf.saved_model.load(os.path.join(FLAGS.baseline_exports, name)).signatures
+    if baseline_dir:
+        baseline = tf.saved_model.load(baseline_dir).signatures
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize_pack(text):
@@ -176,12 +185,14 @@ def main(argv):
     import keras
     import tensorflow as tf
 
+    from machine import machine_info
     from bert_tf.model import models
+    from bert_tf.serving import precision
     from bert_tf.serving.saved_model import in_graph_tokenizer
     from bert_tf.tasks.classifier.export import export_classifier
     from bert_tf.text.tokenizers import FullTokenizer
 
-    print(json.dumps({"tensorflow": tf.__version__, "cpus": os.cpu_count(),
+    print(json.dumps({**machine_info(tf), "export_dtype": FLAGS.export_dtype,
                       "units": "examples/s; tokenize_share = tokenize_pack time / model time"}))
     for name in FLAGS.models:
         config, vocab_file = _model(name)
@@ -189,9 +200,17 @@ def main(argv):
         keras.utils.set_random_seed(0)  # the same weights in every checkout's export
         with tempfile.TemporaryDirectory() as directory:
             export_dir = os.path.join(FLAGS.keep_exports or directory, name)
-            export_classifier(models.classifier_model(config, 2), export_dir,
-                              ["0", "1"], False, module, FLAGS.max_seq_length, pair=False)
-            _measure(name, export_dir, module, FullTokenizer(vocab_file, do_lower_case=True))
+            model = models.classifier_model(config, 2)
+            baseline_dir = FLAGS.baseline_exports and os.path.join(FLAGS.baseline_exports, name)
+            if FLAGS.export_dtype != "float32" and not baseline_dir:
+                baseline_dir = os.path.join(directory, f"{name}_float32")
+                export_classifier(model, baseline_dir, ["0", "1"], False, module,
+                                  FLAGS.max_seq_length, pair=False)
+            export_classifier(precision.model_in_dtype(
+                model, lambda: models.classifier_model(config, 2), FLAGS.export_dtype),
+                export_dir, ["0", "1"], False, module, FLAGS.max_seq_length, pair=False)
+            _measure(name, export_dir, module, FullTokenizer(vocab_file, do_lower_case=True),
+                     baseline_dir)
 
 
 if __name__ == "__main__":

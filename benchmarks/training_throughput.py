@@ -35,7 +35,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+import baseline_encoder
 import matmul_peak
+from machine import machine_info
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import loop as training
@@ -105,22 +107,36 @@ def main() -> None:
     parser.add_argument("--xla", choices=("on", "off", "both"), default="both")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--revisions", default=".", help="comma-separated git revisions whose "
+                        "bert_tf/model/encoder.py is measured ('.' = the working tree; "
+                        "baseline_encoder.py), alternately, with ratio lines between them")
     args = parser.parse_args()
+    print(json.dumps({"benchmark": "training_throughput_machine", **machine_info(tf)}), flush=True)
     xla_modes = {"on": [True], "off": [False], "both": [False, True]}[args.xla]
+    revisions = args.revisions.split(",")
+    modules = {r: None if r == "." else baseline_encoder.encoder_at(r) for r in revisions}
+    dtypes = args.dtypes.split(",")
     for name in args.configs.split(","):
         config = BertConfig(vocab_size=VOCAB_SIZE, **CONFIGS[name][0])
-        for dtype in args.dtypes.split(","):
-            for xla in xla_modes:
-                result = measure(name, dtype, xla, args.steps, args.warmup)
-                peak = matmul_peak.matmul_peak(matmul_peak.bert_shapes(
-                    CONFIGS[name][1] * SEQ, config.hidden_size, config.intermediate_size), dtype)
-                model_flops = result["sequences_per_second"] * flops_per_sequence(config)
-                result.update(flops_per_sequence=flops_per_sequence(config),
-                              model_tflops_per_second=round(model_flops / 1e12, 4),
-                              peak_tflops_per_second=round(peak / 1e12, 4),
-                              mfu=round(model_flops / peak, 3),
-                              threads=os.cpu_count())
-                print(json.dumps(result), flush=True)
+        for xla in xla_modes:
+            rates = {}
+            for dtype in dtypes:
+                for revision, module in modules.items():
+                    with baseline_encoder.using_encoder(module):
+                        result = measure(name, dtype, xla, args.steps, args.warmup)
+                    peak = matmul_peak.matmul_peak(matmul_peak.bert_shapes(
+                        CONFIGS[name][1] * SEQ, config.hidden_size, config.intermediate_size),
+                        dtype)
+                    model_flops = result["sequences_per_second"] * flops_per_sequence(config)
+                    result.update(revision=revision, flops_per_sequence=flops_per_sequence(config),
+                                  model_tflops_per_second=round(model_flops / 1e12, 4),
+                                  peak_tflops_per_second=round(peak / 1e12, 4),
+                                  mfu=round(model_flops / peak, 3),
+                                  threads=os.cpu_count())
+                    rates[revision, dtype] = result["sequences_per_second"]
+                    print(json.dumps(result), flush=True)
+            print(json.dumps({"benchmark": "training_throughput_ratios", "config": name,
+                              "xla": xla, **baseline_encoder.ratios(rates, revisions, dtypes)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end on the bundled data (no downloads); everything is written under
 # demo_output/. Steps: build a vocabulary -> create pretraining records -> pretrain a tiny model
-# (and a tiny ALBERT) -> extract features -> fine-tune it on classification, SQuAD-format QA and NER
+# (and a tiny ALBERT, a tiny ELECTRA) -> extract features -> fine-tune it on classification, SQuAD-format QA and NER
 # -> distil the classifier into a smaller student.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +63,39 @@ python run_pretraining.py --input_file="$OUT/albert-sop.tfrecord" --output_dir="
   --eval_batch_size=32 --num_train_steps=30 --num_warmup_steps=3 --max_eval_steps=2 \
   --log_every_n_steps=20 --export_google_checkpoint
 cat "$OUT/albert/eval_results.txt"
+
+step "3c. ELECTRA: a tiny generator/discriminator pair pretrained by replaced-token detection, fine-tuned and served"
+python - "$OUT" <<'PY'
+import sys
+from bert_tf.checkpoints.model_config import load_model_config
+from bert_tf.model.electra.config import ElectraConfig
+out = sys.argv[1]
+bert = load_model_config(f"{out}/bert_config.json")
+ElectraConfig(vocab_size=bert.vocab_size, embedding_size=64, hidden_size=128, num_hidden_layers=2,
+              num_attention_heads=4, intermediate_size=256, max_position_embeddings=128,
+              type_vocab_size=2).to_json_file(f"{out}/electra_config.json")
+print(f"wrote {out}/electra_config.json (embedding_size 64 projected to hidden 128)")
+PY
+python create_pretraining_data.py --input_file="$DATA/corpus.txt" \
+  --output_file="$OUT/electra-unmasked.tfrecord" --vocab_file="$OUT/vocab.txt" --dynamic_masking \
+  --max_seq_length=64 --max_predictions_per_seq=10 --dupe_factor=1 --num_workers=1
+python run_pretraining.py --objective=electra --input_file="$OUT/electra-unmasked.tfrecord" \
+  --output_dir="$OUT/electra" --electra_config_file="$OUT/electra_config.json" \
+  --generator_hidden_size=0.25 --disc_weight=50 --do_train --do_eval --max_seq_length=64 \
+  --max_predictions_per_seq=10 --train_batch_size=32 --eval_batch_size=32 --learning_rate=5e-4 \
+  --num_train_steps=300 --num_warmup_steps=30 --log_every_n_steps=100 --max_eval_steps=5 \
+  --export_google_checkpoint
+cat "$OUT/electra/eval_results.txt"
+python run_classifier.py --task_name=sst-2 --data_dir="$DATA/classification" \
+  --vocab_file="$OUT/vocab.txt" --init_checkpoint="$OUT/electra/google_checkpoint/bert_model.ckpt" \
+  --electra_config_file="$OUT/electra_config.json" --output_dir="$OUT/electra_classifier" \
+  --export_dir="$OUT/electra_classifier_savedmodel" --do_train --do_eval --train_batch_size=32 \
+  --num_train_epochs=4 --max_seq_length=64 --learning_rate=2e-4 --log_every_n_steps=50
+cat "$OUT/electra_classifier/eval_results.txt"
+printf '%s\n' "the acting was excellent and the story was moving ." > "$OUT/electra_raw.txt"
+python predict.py --export_dir="$OUT/electra_classifier_savedmodel" --input_file="$OUT/electra_raw.txt" \
+  --output_file="$OUT/electra_raw_predictions.jsonl"
+cat "$OUT/electra_raw_predictions.jsonl"
 
 step "4. Extract features with the pretrained encoder"
 head -n 20 "$DATA/corpus.txt" | grep -v '^$' > "$OUT/extract_input.txt"

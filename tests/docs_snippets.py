@@ -155,16 +155,22 @@ def commands(fence: Fence) -> list[Command]:
             words = words[words.index("&&") + 1:]
         while words and (re.match(r"^\w+=", words[0]) or words[0] in ("time", "nohup", "env")):
             words = words[1:]
-        if not words:
-            continue
-        if words[0] in scripts:
-            script, args = scripts[words[0]], words[1:]
-        elif re.match(r"^python[\d.]*$", words[0]) and len(words) > 1 and _SCRIPT.match(words[1]):
-            script, args = words[1], words[2:]
-        else:
-            continue
-        args = [a for a in args if not a.startswith(("|", ">", "2>", "&"))]
-        found.append(Command(fence, fence.line + 1 + offset, script, tuple(args), line.strip()))
+        # bert-search runs the command after `--`: both are checked, each with its own flags.
+        while words:
+            nested = []
+            if "--" in words:
+                nested = words[words.index("--") + 1:]
+                words = words[:words.index("--")]
+            if words[0] in scripts:
+                script, args = scripts[words[0]], words[1:]
+            elif (re.match(r"^python[\d.]*$", words[0]) and len(words) > 1
+                  and _SCRIPT.match(words[1])):
+                script, args = words[1], words[2:]
+            else:
+                break
+            args = [a for a in args if not a.startswith(("|", ">", "2>", "&"))]
+            found.append(Command(fence, fence.line + 1 + offset, script, tuple(args), line.strip()))
+            words = nested
     return found
 
 

@@ -38,6 +38,7 @@ from bert_tf.checkpoints.name_map import find_encoder, init_from_checkpoint, mod
 from bert_tf.errors import UserError
 from bert_tf.model import heads, models
 from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.config import HF_ACTIVATIONS, BertConfig
 
@@ -105,10 +106,15 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
     """`model`'s weights under transformers' names in PyTorch layout (float32 numpy arrays).
 
     Raises:
-      HfExportError: the model has a part transformers' class lacks (a BiLSTM tagger).
+      HfExportError: the model has a part transformers' class lacks (a BiLSTM tagger), or is
+        ELECTRA's (not written yet).
     """
     if getattr(model, "lstm", None) is not None:
         raise HfExportError(LSTM_REFUSAL)
+    if isinstance(find_encoder(model).config, ElectraConfig):
+        raise HfExportError("--export_hf_dir does not write ELECTRA models yet: export them in "
+                            "google-research/electra's layout (--export_google_checkpoint, "
+                            "docs/electra.md)")
     albert = isinstance(find_encoder(model).config, AlbertConfig)
     to_hf, to_tf1 = ((albert_names.tf1_hf_name, albert_names.hf_tf1_name) if albert
                      else (hf_weights.hf_name, hf_weights.tf1_name))

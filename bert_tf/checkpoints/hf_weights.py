@@ -1,4 +1,4 @@
-"""Hugging Face BERT and ALBERT directories (`config.json` + `model.safetensors`) seen through
+"""Hugging Face BERT, ALBERT and ELECTRA directories (`config.json` + `model.safetensors`) seen through
 TF1 names (ALBERT's translation: albert/checkpoint_names.py).
 
 Hugging Face names (`bert.encoder.layer.3.attention.self.query.weight`, with or without the
@@ -9,6 +9,7 @@ they are transposed here; `[2,H]` head matrices are [out, in] in both and are no
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -16,8 +17,9 @@ from typing import Callable
 
 import numpy as np
 
-from bert_tf.checkpoints import albert_names
+from bert_tf.checkpoints import albert_names, electra_names
 from bert_tf.model.albert.config import AlbertConfig, albert_config_from_hf
+from bert_tf.model.electra.config import ElectraConfig, electra_config_from_hf
 from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
 
 CONFIG_FILE = "config.json"
@@ -96,6 +98,53 @@ def hf_name(tf1: str) -> str | None:
     return re.sub(r"^encoder\.layer_(\d+)\.", r"encoder.layer.\1.", ".".join([*scope, leaf]))
 
 
+def electra_tf1_name(hf_name: str, scope: str = electra_names.DISCRIMINATOR_SCOPE
+                     ) -> tuple[str | None, bool]:
+    """Translates one Hugging Face ELECTRA weight name (with or without `electra.`): BERT's names
+    under `scope` (electra_names), `embeddings_project` and the two heads.
+
+    Returns:
+      (TF1 name, transpose), or (None, False) for a name with no TF1 counterpart (e.g.
+      ElectraForSequenceClassification's own head).
+    """
+    name = hf_name[len("electra."):] if hf_name.startswith("electra.") else hf_name
+    if name == "generator_lm_head.bias":
+        return "generator_predictions/output_bias", False
+    hf_scope, _, leaf = name.rpartition(".")
+    if hf_scope in electra_names.HF_HEAD_SCOPES:
+        tf1_scope = electra_names.HF_HEAD_SCOPES[hf_scope]
+        if tf1_scope.endswith("LayerNorm"):
+            return f"{tf1_scope}/{'gamma' if leaf == 'weight' else 'beta'}", False
+        return f"{tf1_scope}/{'kernel' if leaf == 'weight' else 'bias'}", leaf == "weight"
+    if hf_scope == "embeddings_project" and leaf in ("weight", "bias"):
+        return (f"{scope}/embeddings_project/{'kernel' if leaf == 'weight' else 'bias'}",
+                leaf == "weight")
+    bert_name, transpose = tf1_name(name)
+    if bert_name is None or not bert_name.startswith("bert/") or "/pooler/" in bert_name:
+        return None, False
+    # google-research/electra's generator shares the discriminator's embeddings; a Hugging Face
+    # generator directory brings its own (the generator's untied ones).
+    return f"{scope}/{bert_name[len('bert/'):]}", transpose
+
+
+def electra_hf_name(tf1: str) -> str | None:
+    """The Hugging Face name (without `electra.`) that `electra_tf1_name` translates to `tf1`, or
+    None: its inverse, from the same tables."""
+    if tf1 == "generator_predictions/output_bias":
+        return "generator_lm_head.bias"
+    tf1_scope, _, leaf = tf1.rpartition("/")
+    hf_leaf = {"gamma": "weight", "beta": "bias", "kernel": "weight"}.get(leaf, leaf)
+    heads = {v: k for k, v in electra_names.HF_HEAD_SCOPES.items()}
+    if tf1_scope in heads:
+        return f"{heads[tf1_scope]}.{hf_leaf}"
+    scope, _, rest = tf1.partition("/")
+    if scope not in (electra_names.DISCRIMINATOR_SCOPE, electra_names.GENERATOR_SCOPE):
+        return None
+    if rest.startswith("embeddings_project/"):
+        return f"embeddings_project.{hf_leaf}"
+    return hf_name(f"bert/{rest}")
+
+
 def label_names(directory: str) -> list[str] | None:
     """A Hugging Face classifier's label names (`id2label` in id order), or None when the
     directory names none of its own (no id2label, or transformers' LABEL_0, LABEL_1, ...)."""
@@ -125,13 +174,18 @@ def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
     """
     from safetensors import safe_open  # noqa: PLC0415 (only needed for this format)
 
-    albert = isinstance(bert_config_from_hf(directory), AlbertConfig)
-    translate = albert_names.hf_tf1_name if albert else tf1_name
-    not_weights = albert_names.HF_NOT_WEIGHTS if albert else _NOT_WEIGHTS
+    config = bert_config_from_hf(directory)
+    translate, not_weights = tf1_name, _NOT_WEIGHTS
+    handles = [safe_open(path, framework="numpy") for path in _weight_files(directory)]
+    if isinstance(config, AlbertConfig):
+        translate, not_weights = albert_names.hf_tf1_name, albert_names.HF_NOT_WEIGHTS
+    elif isinstance(config, ElectraConfig):
+        scope = electra_names.hf_scope(name for handle in handles for name in handle.keys())
+        translate = functools.partial(electra_tf1_name, scope=scope)
+        not_weights = electra_names.HF_NOT_WEIGHTS
     arrays: dict[str, Callable[[], np.ndarray]] = {}
     decoder_bias = None
-    for path in _weight_files(directory):
-        handle = safe_open(path, framework="numpy")
+    for handle in handles:
         for hf_name in handle.keys():
             name, transpose = translate(hf_name)
 
@@ -143,7 +197,7 @@ def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
                 decoder_bias = load
             if not not_weights.search(hf_name):
                 arrays[name or hf_name] = load
-    if decoder_bias is not None and not albert:
+    if decoder_bias is not None and not isinstance(config, (AlbertConfig, ElectraConfig)):
         # Files that kept only the tied copy of the masked-LM output bias.
         arrays.setdefault(_HEAD_NAMES["cls.predictions.bias"][0], decoder_bias)
     return arrays
@@ -166,9 +220,11 @@ def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
     model_type = values.get("model_type", "bert")
     if model_type == "albert":
         return albert_config_from_hf(values, path)
+    if model_type == "electra":
+        return electra_config_from_hf(values, path)
     if model_type != "bert":
-        raise ConfigError(f"{path}: model_type {model_type!r} is not BERT (nor ALBERT); only "
-                          f"their weights can be imported")
+        raise ConfigError(f"{path}: model_type {model_type!r} is not BERT (nor ALBERT, nor "
+                          f"ELECTRA); only their weights can be imported")
     hidden_act = hf_hidden_act(values, path, default="gelu")
     known = {key: values[key] for key in _CONFIG_KEYS if key in values}
     return BertConfig.from_dict({**known, "hidden_act": hidden_act})

@@ -4,7 +4,7 @@
 from `--init_checkpoint`:
 
 - an original Google directory (or its `bert_model.ckpt` prefix): `bert_config.json` beside it
-  (`albert_config.json` for google-research/albert's);
+  (`albert_config.json` for google-research/albert's, `electra_config.json` for ELECTRA);
 - a bert_tf run directory (or one of its `ckpt-N` prefixes): the `bert_config.json` the run wrote;
 - a Hugging Face directory: its `config.json`, translated (HF "gelu" is the erf form, our
   "gelu_exact"; "gelu_new"/"gelu_pytorch_tanh" are our "gelu").
@@ -28,10 +28,12 @@ from bert_tf import filesystem
 from bert_tf.checkpoints import hf_weights
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.albert import config as albert_config
+from bert_tf.model.electra import config as electra_config
 from bert_tf.model.config import BertConfig, read_config_json
 
 BERT_CONFIG_FILE = "bert_config.json"
 ALBERT_CONFIG_FILE = "albert_config.json"  # beside google-research/albert's checkpoints
+ELECTRA_CONFIG_FILE = "electra_config.json"  # beside the ELECTRA checkpoints bert_tf writes
 HF_CONFIG_KEYS = ("model_type", "transformers_version")  # in every config transformers writes
 
 
@@ -54,14 +56,21 @@ def checkpoint_labels(labels: Sequence[str] | None, init_checkpoint: str | None,
 
 
 def load_model_config(path: str | os.PathLike) -> BertConfig:
-    """Reads a `bert_config.json` or an ALBERT `albert_config.json`: the one place that decides.
+    """Reads a `bert_config.json`, an ALBERT `albert_config.json` or an `electra_config.json`:
+    the one place that decides.
 
     Returns:
-      an `AlbertConfig` (a BertConfig subclass) when the file has ALBERT keys (`embedding_size`,
-      `num_hidden_groups`, ...), else a BertConfig.
+      an `ElectraConfig` when the file says `"model_type": "electra"`, an `AlbertConfig` when it
+      has ALBERT keys (`embedding_size`, `num_hidden_groups`, ...), else a BertConfig (both are
+      BertConfig subclasses).
     """
     values = read_config_json(path)
-    cls = albert_config.AlbertConfig if albert_config.is_albert_dict(values) else BertConfig
+    if electra_config.is_electra_dict(values):
+        cls = electra_config.ElectraConfig
+    elif albert_config.is_albert_dict(values):
+        cls = albert_config.AlbertConfig
+    else:
+        cls = BertConfig
     return cls._from_file_values(values, path)
 
 
@@ -85,7 +94,10 @@ def is_hf_config(path: str, found_by_name: bool = False) -> bool:
     """
     if found_by_name and os.path.basename(path) == hf_weights.CONFIG_FILE:
         return True
-    return any(key in read_config_json(path) for key in HF_CONFIG_KEYS)
+    values = read_config_json(path)
+    if electra_config.is_electra_dict(values) and "transformers_version" not in values:
+        return False  # bert_tf's electra_config.json: our activation names, not transformers'
+    return any(key in values for key in HF_CONFIG_KEYS)
 
 
 def _checkpoint_directory(init_checkpoint: str) -> str:
@@ -107,7 +119,8 @@ def config_source(bert_config_file: str | None, init_checkpoint: str | None = No
                       output_dir):
         if not directory:
             continue
-        for name in (BERT_CONFIG_FILE, ALBERT_CONFIG_FILE, hf_weights.CONFIG_FILE):
+        for name in (BERT_CONFIG_FILE, ALBERT_CONFIG_FILE, ELECTRA_CONFIG_FILE,
+                     hf_weights.CONFIG_FILE):
             if filesystem.isfile(os.path.join(directory, name)):
                 return os.path.join(directory, name)
     where = f" ({init_checkpoint} has neither bert_config.json nor config.json)" \

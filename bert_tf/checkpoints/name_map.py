@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoints import albert_names
+from bert_tf.checkpoints import albert_names, electra_names
 from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WORDS,
                                        OBJECT_VALUE_SUFFIX, CheckpointError, LazyArrays,
                                        ObjectCheckpoint, read_arrays, resolve_checkpoint,
@@ -36,6 +36,8 @@ from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WOR
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf
 from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.albert.modeling import AlbertEncoder
+from bert_tf.model.electra.config import ElectraConfig
+from bert_tf.model.electra.modeling import ElectraEncoder
 from bert_tf.model.tf1_names import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAMES, bert_encoder_names
 from bert_tf.model.tf1_names import attribute as _attribute
 from bert_tf.model.encoder import BertEncoder
@@ -52,6 +54,8 @@ _HEAD_NAMES = {  # model attribute (model/heads.py) → {original TF1 name: attr
     "span": {"cls/squad/output_weights": "output_weights", "cls/squad/output_bias": "output_bias"},
     # Not in the original; the names its NER forks use.
     "token_classifier": {"output_weights": "output_weights", "output_bias": "output_bias"},
+    "discriminator": electra_names.DISCRIMINATOR_HEAD_NAMES,
+    "generator_predictions": electra_names.GENERATOR_HEAD_NAMES,
 }
 
 
@@ -109,7 +113,8 @@ def find_encoder(model):
 
 def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
     """The encoder's part of the name map, in the original's order (google-research/albert's
-    for an AlbertEncoder: one entry per shared block, not per layer)."""
+    for an AlbertEncoder: one entry per shared block, not per layer; google-research/electra's
+    discriminator names for an ElectraEncoder)."""
     if isinstance(encoder, AlbertEncoder):
         names = {"bert/" + k: v for k, v in {**EMBEDDING_NAMES,
                                              **albert_names.EMBEDDING_PROJECTION_NAMES}.items()}
@@ -118,6 +123,9 @@ def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
                 names.update({albert_names.block_name(g, k, name): f"group_{g}.inner_group_{k}.{v}"
                               for name, v in LAYER_NAMES.items()})
         names.update({"bert/" + k: v for k, v in POOLER_NAMES.items()})
+    elif isinstance(encoder, ElectraEncoder):
+        names = electra_names.encoder_names(len(encoder.transformer_layers),
+                                            encoder.config.projects_embeddings)
     else:
         names = bert_encoder_names(len(encoder.transformer_layers))
     return [WeightMapping(name, _attribute(encoder, path)) for name, path in names.items()]
@@ -126,6 +134,12 @@ def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
 def model_mappings(model) -> list[WeightMapping]:
     """The whole name map of `model`: its encoder, then whichever heads (model/heads.py) it has."""
     mappings = encoder_mappings(find_encoder(model))
+    generator = getattr(model, "generator", None)  # ELECTRA pretraining's second encoder
+    if generator is not None:
+        names = electra_names.generator_names(len(generator.transformer_layers),
+                                              generator.config.projects_embeddings)
+        mappings.extend(WeightMapping(name, _attribute(generator, path), in_encoder=False)
+                        for name, path in names.items())
     for attribute, names in _HEAD_NAMES.items():
         head = getattr(model, attribute, None)
         if head is not None:
@@ -250,6 +264,7 @@ def _check_encoder_complete(missing: list[str], available: Iterable[str], source
     if not missing:
         return
     available = list(available)
+    _check_electra_family(encoder, available, source)
     model_family = "ALBERT" if isinstance(encoder, AlbertEncoder) else "BERT"
     family = albert_names.family_of(available)
     if family and family != model_family:
@@ -269,6 +284,29 @@ def _check_encoder_complete(missing: list[str], available: Iterable[str], source
         f"{source}: {len(missing)} encoder weights are not in the checkpoint, e.g. "
         f"{', '.join(missing[:3])}. The checkpoint has {len(layers)} encoder layers; check "
         f"num_hidden_layers in bert_config.json, and that this is a BERT checkpoint.")
+
+
+def _check_electra_family(encoder: BertEncoder, available: list[str], source: str) -> None:
+    """Raises when an ELECTRA checkpoint meets a model that is not its discriminator, or an
+    ELECTRA discriminator model meets another checkpoint (a generator's, BERT's, ALBERT's)."""
+    family = electra_names.family_of(available)
+    if isinstance(encoder, ElectraEncoder):
+        if family == electra_names.GENERATOR:
+            raise CheckpointError(
+                f"{source} holds an ELECTRA generator (generator/encoder/...) but no discriminator "
+                f"(electra/encoder/...): fine-tuning, features and exports need the "
+                f"discriminator: give the discriminator's checkpoint (google-research/electra's "
+                f"pretraining checkpoint holds both; on Hugging Face, the -discriminator model)")
+        if family is None and (albert_names.family_of(available) or any(
+                n.startswith("bert/") for n in available)):
+            raise CheckpointError(
+                f"{source} is a BERT/ALBERT checkpoint but the model config is ELECTRA "
+                f"(model_type electra): use the config released with the checkpoint")
+    elif family is not None:
+        raise CheckpointError(
+            f"{source} is an {family} checkpoint but the model config is not ELECTRA: give an "
+            f"electra_config.json (or a config with \"model_type\": \"electra\") with "
+            f"--electra_config_file")
 
 
 def _variable_paths(root) -> dict[int, tuple[str, object]]:
@@ -347,7 +385,9 @@ def export_google_checkpoint(model, prefix: str | os.PathLike,
     arrays = {m.name: np.asarray(m.variable.numpy()) for m in model_mappings(model)}
     config = find_encoder(model).config
     # google-research/albert releases name theirs albert_config.json.
-    config_name = "albert_config.json" if isinstance(config, AlbertConfig) else "bert_config.json"
+    config_name = ("albert_config.json" if isinstance(config, AlbertConfig) else
+                   "electra_config.json" if isinstance(config, ElectraConfig) else
+                   "bert_config.json")
     files = {config_name: config.to_json_string()}
     if vocab_file is not None:
         with tf.io.gfile.GFile(os.fspath(vocab_file), "r") as f:

@@ -32,9 +32,13 @@ the forward pass concatenates them into one [H,3H] kernel (columns [0:H] query, 
 weights). All variables exist as soon as
 the encoder is constructed (no dummy call needed).
 
-Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", matmuls run in the compute
-dtype while variables stay float32; embedding sums, LayerNorm and softmax run in float32. The
-outputs (`sequence_output`, `pooled_output`, `encoder_outputs`) are in the compute dtype.
+Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", everything between the
+embeddings and the outputs runs in the compute dtype (products, attention, GELU, dropout,
+residual sums, LayerNorm's normalization) while variables stay float32; float32 only where the
+numerics need it: the embedding sum (float32 tables), LayerNorm's statistics and softmax's sum
+(docs/modeling.md, "Mixed precision"). The outputs (`sequence_output`, `pooled_output`,
+`encoder_outputs`) are in the compute dtype. Under the pure "bfloat16" policy (the bfloat16
+exports) the variables are bfloat16 too.
 """
 
 from __future__ import annotations
@@ -119,9 +123,13 @@ class Dense(keras.layers.Layer):
 
 
 class LayerNorm(keras.layers.Layer):
-    """LayerNorm over the last axis, computed in float32 (ε 1e-12); returns the compute dtype.
+    """LayerNorm over the last axis (ε 1e-12), its statistics in float32; returns the compute dtype.
 
-    Variables `gamma`, `beta` [H] stay float32 (the layer does not autocast them).
+    A float32 input is normalized in float32 (the embeddings' sum). A bfloat16 or float16 input
+    is cast once for the statistics only, and normalized in its own dtype with the [T,1] mean
+    and 1/σ rounded to it: the [T,H] tensor is never cast back, and the output is off by a few
+    units of its last place (three roundings). Variables `gamma`, `beta` [H] keep the variable dtype (the layer
+    does not autocast them).
     """
 
     def __init__(self, hidden_size: int, **kwargs):
@@ -131,13 +139,18 @@ class LayerNorm(keras.layers.Layer):
         self.built = True
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
-        x = tf.cast(x, tf.float32)
-        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-        # (x - mean) / sqrt(variance + ε) · gamma + beta, as x·inv + (beta - mean·inv): two
-        # passes over x instead of four.
-        y = tf.nn.batch_normalization(x, mean, variance, offset=self.beta, scale=self.gamma,
-                                      variance_epsilon=LAYER_NORM_EPSILON)
-        return tf.cast(y, self.compute_dtype)
+        mean, variance = tf.nn.moments(tf.cast(x, tf.float32), axes=[-1], keepdims=True)
+        if x.dtype == tf.float32:
+            # (x - mean) / sqrt(variance + ε) · gamma + beta, as x·inv + (beta - mean·inv): two
+            # passes over x instead of four.
+            y = tf.nn.batch_normalization(x, mean, variance, offset=tf.cast(self.beta, x.dtype),
+                                          scale=tf.cast(self.gamma, x.dtype),
+                                          variance_epsilon=LAYER_NORM_EPSILON)
+            return tf.cast(y, self.compute_dtype)
+        dtype = x.dtype
+        inverse = tf.cast(tf.math.rsqrt(variance + LAYER_NORM_EPSILON), dtype)  # [T,1]
+        return ((x - tf.cast(mean, dtype)) * inverse * tf.cast(self.gamma, dtype)
+                + tf.cast(self.beta, dtype))
 
 
 class TokenLayout:
@@ -328,8 +341,11 @@ class TransformerBlock(keras.layers.Layer):
         keys = tf.shape(layout.mask_bias)[-1]  # S or K
         q = self._heads(q, batch, queries)  # [B,N,Q,D]
         k, v = (self._heads(t, batch, keys) for t in (k, v))  # [B,N,K,D]
+        # Scaled on q ([B,N,Q,D]), not on the scores ([B,N,Q,K]): fewer values to multiply.
+        q *= tf.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
+        # Softmax sums in float32: the one cast pair of a block that the numerics need.
+        scores = tf.cast(scores, tf.float32)
         probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = _swap_heads(tf.matmul(probs, v))  # [B,Q,N,D]
@@ -365,10 +381,10 @@ class TransformerBlock(keras.layers.Layer):
         if query_rows is None:
             context = layout.unpad(context)  # [T,H]
         attention = self.hidden_dropout(self.attention_output(context), training=training)
-        x = self.attention_layer_norm(tf.cast(attention, tf.float32)
-                                      + tf.cast(residual, tf.float32))
+        # Residual sums in the compute dtype: LayerNorm takes its statistics in float32.
+        x = self.attention_layer_norm(attention + residual)
         hidden = self.hidden_dropout(self.output_dense(self.intermediate(x)), training=training)
-        x = self.output_layer_norm(tf.cast(hidden, tf.float32) + tf.cast(x, tf.float32))
+        x = self.output_layer_norm(hidden + x)
         return (x, scores) if return_attention_scores else x
 
 
@@ -416,9 +432,18 @@ class BertEncoder(keras.Model):
         policy = self.dtype_policy
         self.embeddings = self._make_embeddings(config, policy)
         self._make_blocks(config, policy)
-        self.pooler = Dense(config, config.hidden_size, config.hidden_size, activation=tf.tanh,
-                            name="pooler", dtype=policy)
+        self.pooler = self._make_pooler(config, policy)
         self.built = True
+
+    def _make_pooler(self, config: BertConfig, policy) -> Dense | None:
+        """BERT's pooler (dense + tanh on [CLS]); None where [CLS]'s vector is the pooled
+        output (ELECTRA)."""
+        return Dense(config, config.hidden_size, config.hidden_size, activation=tf.tanh,
+                     name="pooler", dtype=policy)
+
+    def _pool(self, first_tokens: tf.Tensor) -> tf.Tensor:
+        """[B,H] [CLS] rows → `pooled_output` [B,H]."""
+        return first_tokens if self.pooler is None else self.pooler(first_tokens)
 
     def _make_embeddings(self, config: BertConfig, policy) -> BertEmbeddings:
         return BertEmbeddings(config, name="embeddings", dtype=policy)
@@ -465,7 +490,7 @@ class BertEncoder(keras.Model):
                               query_rows=layout.rows_at(positions))
             rows = tf.reshape(rows, [layout.batch, tf.shape(positions)[1],
                                      hidden_size])  # [B,1+P,H]
-            return {"selected_output": rows[:, 1:], "pooled_output": self.pooler(rows[:, 0])}
+            return {"selected_output": rows[:, 1:], "pooled_output": self._pool(rows[:, 0])}
         embedding_output = tf.reshape(layout.pad(x),
                                       [layout.batch, layout.seq_length, x.shape[-1]])
         encoder_outputs, attention_scores = [], []
@@ -480,7 +505,7 @@ class BertEncoder(keras.Model):
                 tf.reshape(layout.pad(x), [layout.batch, layout.seq_length, hidden_size]))
         first_tokens = tf.gather(x, layout.rows_at(tf.zeros([layout.batch, 1], tf.int32)))
         outputs = {"sequence_output": encoder_outputs[-1],
-                   "pooled_output": self.pooler(first_tokens),
+                   "pooled_output": self._pool(first_tokens),
                    "encoder_outputs": encoder_outputs, "embedding_output": embedding_output}
         if output_attention_scores:
             outputs["attention_scores"] = attention_scores

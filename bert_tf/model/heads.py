@@ -15,8 +15,9 @@ Variables by attribute path (original TF1 names on the right; kernels [in,out], 
   token_classifier.output_weights, .output_bias  [num_labels,H],[num_labels]  (not in the original)
   crf.transitions, .start_scores, .end_scores  [C,C],[C],[C]  (run_ner.py --crf)
 
-The heads do not autocast their own variables: biases and small weight matrices stay float32;
-only the masked-LM transform and vocabulary matmul run in the compute dtype.
+The heads do not autocast their own variables: biases and small weight matrices are float32
+under every policy (the pure "bfloat16" one of the bfloat16 exports too); only the masked-LM
+transform and vocabulary matmul run in the compute dtype.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class MaskedLM(keras.layers.Layer):
                                name="transform", dtype=self.dtype_policy)
         self.layer_norm = LayerNorm(e, name="layer_norm", dtype=self.dtype_policy)
         self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
-                                           name="output_bias")
+                                           name="output_bias", dtype="float32")
         self.built = True
 
     def call(self, masked_rows: tf.Tensor, embedding_table) -> tf.Tensor:
@@ -71,9 +72,10 @@ class _OutputWeights(keras.layers.Layer):
         super().__init__(autocast=False, **kwargs)
         self.output_weights = self.add_weight(
             shape=(num_outputs, hidden_size),
-            initializer=keras.initializers.TruncatedNormal(stddev=stddev), name="output_weights")
+            initializer=keras.initializers.TruncatedNormal(stddev=stddev), name="output_weights",
+            dtype="float32")
         self.output_bias = self.add_weight(shape=(num_outputs,), initializer="zeros",
-                                           name="output_bias")
+                                           name="output_bias", dtype="float32")
         self.built = True
 
     def _logits(self, x: tf.Tensor) -> tf.Tensor:
@@ -136,11 +138,11 @@ class CrfScores(keras.layers.Layer):
     def __init__(self, num_labels: int, **kwargs):
         super().__init__(autocast=False, **kwargs)
         self.transitions = self.add_weight(shape=(num_labels, num_labels), initializer="zeros",
-                                           name="transitions")
+                                           name="transitions", dtype="float32")
         self.start_scores = self.add_weight(shape=(num_labels,), initializer="zeros",
-                                            name="start_scores")
+                                            name="start_scores", dtype="float32")
         self.end_scores = self.add_weight(shape=(num_labels,), initializer="zeros",
-                                          name="end_scores")
+                                          name="end_scores", dtype="float32")
         self.built = True
 
     def scores(self) -> dict[str, tf.Tensor]:

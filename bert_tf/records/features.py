@@ -347,12 +347,14 @@ def to_tf_example(values: Mapping[str, Sequence[float] | np.ndarray], max_seq_le
 
 # ------------------------------------------------------------------ classifier (run_classifier.py)
 def classifier_schema(max_seq_length: int, regression: bool = False,
-                      multi_label_width: int = 0) -> Schema:
+                      multi_label_width: int = 0, windows: bool = False) -> Schema:
     """Sentence (pair) classification records, the original's run_classifier.py layout.
 
     `label_ids` is the class index, or the float score of a regression task (STS-B), or for a
     multi-label task (`multi_label_width` labels) one 0/1 per label;
     `is_real_example` is 0 for the rows that only pad the last eval/predict batch.
+    With `windows` (--long_text=chunks) each record is one window of a text, and `text_index`
+    the text's row in its split (the windows of a text are consecutive).
     """
     seq = dict(length=max_seq_length, flag="max_seq_length")
     return Schema("classifier", [
@@ -362,6 +364,7 @@ def classifier_schema(max_seq_length: int, regression: bool = False,
         Feature("label_ids", length=multi_label_width or 1,
                 dtype=FLOAT32 if regression else INT64),
         Feature("is_real_example", length=1),
+        *([Feature("text_index", length=1)] if windows else []),
     ])
 
 

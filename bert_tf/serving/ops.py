@@ -48,22 +48,59 @@ def core_ops() -> frozenset[str]:
     return frozenset(name for name in dir(tf.raw_ops) if not name.startswith("_"))
 
 
-def saved_model_ops(export_dir: str) -> set[str]:
-    """Every op type in a SavedModel: its graphs' nodes and every function of their libraries."""
+def _nodes_and_functions(export_dir: str) -> tuple[list, set[str]]:
+    """Every node of a SavedModel (its graphs' and their libraries' functions') and the names
+    of those functions."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
     saved.ParseFromString(filesystem.read_bytes(filesystem.join(export_dir, "saved_model.pb")))
-    ops, functions = set(), set()
+    nodes, functions = [], set()
     for meta_graph in saved.meta_graphs:
-        ops.update(node.op for node in meta_graph.graph_def.node)
+        nodes.extend(meta_graph.graph_def.node)
         for function in meta_graph.graph_def.library.function:
             functions.add(function.signature.name)
-            ops.update(node.op for node in function.node_def)
-    return ops - functions  # a node may call a library function by its name
+            nodes.extend(function.node_def)
+    return nodes, functions
+
+
+def saved_model_ops(export_dir: str) -> set[str]:
+    """Every op type in a SavedModel: its graphs' nodes and every function of their libraries."""
+    nodes, functions = _nodes_and_functions(export_dir)
+    return {node.op for node in nodes} - functions  # a node may call a library function by its name
 
 
 def unservable_ops(export_dir: str) -> list[str]:
     """The ops of `export_dir` that TensorFlow Serving's model server does not register."""
     allowed = core_ops() | SERVING_TEXT_OPS
     return sorted(op for op in saved_model_ops(export_dir) if op not in allowed)
+
+
+def bfloat16_ops_without_cpu_kernel(export_dir: str) -> list[str]:
+    """The ops of `export_dir` that take or give bfloat16 and have no CPU kernel for their
+    types: a bfloat16 export (--export_dtype) must run on a CPU model server, whose kernels
+    are core TensorFlow's (the same registrations as this TensorFlow's)."""
+    from tensorflow.python.framework import kernels  # noqa: PLC0415
+
+    nodes, functions = _nodes_and_functions(export_dir)
+    bfloat16 = tf.bfloat16.as_datatype_enum
+    missing = set()
+    for node in nodes:
+        if node.op in functions or not any(
+                value.type == bfloat16 or bfloat16 in value.list.type
+                for value in node.attr.values()):
+            continue
+        cpu = [k for k in kernels.get_registered_kernels_for_op(node.op).kernel
+               if k.device_type == "CPU"]
+        if not any(all(_allows(node.attr.get(c.name), c.allowed_values.list.type)
+                       for c in kernel.constraint) for kernel in cpu):
+            missing.add(node.op)
+    return sorted(missing)
+
+
+def _allows(value, allowed) -> bool:
+    """Whether a node's type attribute `value` (one type or a list) is among `allowed`."""
+    if value is None:
+        return True
+    types = list(value.list.type) or [value.type]
+    return all(t in allowed for t in types)

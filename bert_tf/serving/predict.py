@@ -7,7 +7,8 @@ Input formats (one example per line):
 * `jsonl`: each line is a JSON object with the inputs by name (other keys are ignored).
 
 Each example gives one JSON line with the signature's outputs (floats, strings, lists), in input
-order. Examples run in batches; a progress line on stderr counts them.
+order. Examples run in batches; a first line on stderr says the export's dtype (float32 or
+bfloat16, --export_dtype), then a progress line counts them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import tensorflow as tf
 
 from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.serving import precision
 
 FORMATS = ("lines", "tsv", "jsonl")
 
@@ -143,6 +145,8 @@ def predict_file(export_dir: str, input_file: str, output: IO[str], input_format
     if not filesystem.isfile(input_file):
         raise MissingFileError(f"{input_file}: input file not found (check --input_file)")
     _, function, names = load_signature(export_dir, signature)
+    if progress is not None:
+        progress.write(f"{export_dir}: {precision.saved_dtype(export_dir)} weights and compute\n")
     count, start = 0, time.monotonic()
     for batch in _batches(read_examples(input_file, format_of(input_file, input_format), names),
                           batch_size):

@@ -138,31 +138,78 @@ def _mirrored_devices(num_gpus: int | None) -> list[str]:
     return gpus[:num_gpus]
 
 
-def cpu_has_bfloat16_matrix_units() -> bool:
-    """Whether this CPU has AMX-BF16 tile units (Linux flags only). Without them TensorFlow's
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo's `flags` line (or `cpuinfo`, its text);
+    empty where there is no such file (not Linux)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_has_bfloat16_matrix_units(flags: frozenset[str] | None = None) -> bool:
+    """Whether this CPU (or one with `flags`) has AMX-BF16 tile units. Without them TensorFlow's
     bfloat16 step is slower than float32: emulated on AVX2, and measured at 0.60-0.67x float32
     with AVX512-BF16's dot-product instructions alone (`benchmarks/training_throughput.py`)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = f.read().split()
-    except OSError:
-        return False
-    return "amx_bf16" in flags
+    return "amx_bf16" in (cpu_flags() if flags is None else flags)
+
+
+def preferred_dtype(tpu: bool, gpu_compute_capabilities: list[tuple[int, int]],
+                    flags: frozenset[str]) -> tuple[str, str]:
+    """What `--dtype=auto` picks for these devices, and why in a few words.
+
+    TPUs: bfloat16 (their matrix units' type). GPUs: bfloat16 from compute capability 8.0
+    (Ampere) on, float16 (with loss scaling) below. CPUs: bfloat16 with AMX-BF16 tiles, float32
+    otherwise (`cpu_has_bfloat16_matrix_units`).
+    """
+    if tpu:
+        return "bfloat16", "a TPU"
+    if gpu_compute_capabilities:
+        if min(gpu_compute_capabilities) >= (8, 0):
+            return "bfloat16", "GPUs of compute capability 8.0 or more"
+        return "float16", "GPUs of compute capability below 8.0 (no fast bfloat16)"
+    if cpu_has_bfloat16_matrix_units(flags):
+        return "bfloat16", "a CPU with AMX-BF16 matrix units"
+    return "float32", "a CPU without AMX-BF16 matrix units (bfloat16 would be slower)"
+
+
+def resolve_dtype(dtype: str, use_tpu: bool = False) -> str:
+    """--dtype → a dtype of `policy_name`: "auto" becomes `preferred_dtype` of the devices
+    of this host, logged once; any other value is returned as is."""
+    if dtype != "auto":
+        return dtype
+    capabilities = [tuple(tf.config.experimental.get_device_details(gpu).get(
+        "compute_capability", (0, 0))) for gpu in tf.config.list_physical_devices("GPU")]
+    chosen, reason = preferred_dtype(use_tpu, capabilities, cpu_flags())
+    logging.info("--dtype=auto: %s for %s", chosen, reason)
+    return chosen
 
 
 def speed_warnings(strategy: tf.distribute.Strategy, dtype: str, use_xla: bool) -> list[str]:
     """Settings that cannot make this run faster on the devices at hand, each said in one line.
 
-    On CPUs: bfloat16 without AMX tiles is slower than float32, and XLA needs static shapes, so
-    the encoder then computes the padding positions it otherwise skips.
+    On CPUs: bfloat16 without AMX tiles is slower than float32 (and float32 with them slower
+    than bfloat16), and XLA needs static shapes, so the encoder then computes the padding
+    positions it otherwise skips.
     """
     accelerators = tf.config.list_logical_devices("GPU") + tf.config.list_logical_devices("TPU")
     if accelerators or isinstance(strategy, tf.distribute.TPUStrategy):
         return []
     warnings = []
-    if dtype == "bfloat16" and not cpu_has_bfloat16_matrix_units():
+    matrix_units = cpu_has_bfloat16_matrix_units()
+    if dtype == "bfloat16" and not matrix_units:
         warnings.append("--dtype=bfloat16 on a CPU without AMX-BF16 is slower than float32 here "
                         "(emulated, or about 0.6-0.7x with AVX512-BF16 alone); use --dtype=float32")
+    if dtype == "float32" and matrix_units:
+        warnings.append("--dtype=float32 on a CPU with AMX-BF16 matrix units: --dtype=bfloat16 "
+                        "(or --dtype=auto) runs the matrix products on them, several times "
+                        "faster (docs/training.md)")
     if use_xla:
         warnings.append("--use_xla on a CPU: XLA needs static shapes, so the encoder computes the "
                         "padding positions it otherwise skips; usually slower here than without")

@@ -24,14 +24,16 @@ Options = TypeVar("Options")
 
 def define_model_flags(*, tokenizer: bool = True, output_dir: bool = True,
                        flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """The pre-trained model's flags, defaults as the original's: --bert_config_file (alias
-    --albert_config_file), --init_checkpoint, with `tokenizer` --vocab_file, --spm_model_file, --do_lower_case, and with
+    """The pre-trained model's flags, defaults as the original's: --bert_config_file (aliases
+    --albert_config_file, --electra_config_file), --init_checkpoint, with `tokenizer` --vocab_file, --spm_model_file, --do_lower_case, and with
     `output_dir` --output_dir."""
     string = functools.partial(flags.DEFINE_string, flag_values=flag_values)
     string("bert_config_file", None, "bert_config.json of the pre-trained model: it specifies "
            "the architecture. Default: the config --init_checkpoint brings (bert_config.json "
-           "beside it, or a Hugging Face config.json); an ALBERT albert_config.json works too.")
+           "beside it, or a Hugging Face config.json); an ALBERT albert_config.json or an "
+           "ELECTRA electra_config.json works too.")
     _define_config_alias("albert_config_file", flag_values["bert_config_file"], flag_values)
+    _define_config_alias("electra_config_file", flag_values["bert_config_file"], flag_values)
     string("init_checkpoint", None, "Weights to start from: an original TF1 checkpoint, a "
            "bert_tf run directory or a Hugging Face directory.")
     if tokenizer:
@@ -45,7 +47,7 @@ def define_model_flags(*, tokenizer: bool = True, output_dir: bool = True,
 
 
 class _ConfigFileAlias(flags.Flag):
-    """--albert_config_file: sets --bert_config_file; giving both with different values is an
+    """--albert_config_file, --electra_config_file: set --bert_config_file; giving both with different values is an
     error (in either order), not a silent choice."""
 
     def __init__(self, original: flags.Flag, name: str):
@@ -175,8 +177,11 @@ def define_flags() -> None:
     flags.DEFINE_integer("worker_timeout_seconds", distribution.DEFAULT_WORKER_TIMEOUT_SECONDS,
                          "multi_worker_mirrored: a worker silent (no heartbeat) for this long is "
                          "lost, and the others stop naming it (docs/cluster.md).")
-    flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
-                      "Compute dtype; variables stay float32. float16 adds dynamic loss scaling.")
+    flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16", "auto"],
+                      "Compute dtype; variables stay float32. float16 adds dynamic loss scaling. "
+                      "auto: what the devices run fastest (bfloat16 on TPUs, on GPUs of compute "
+                      "capability 8+ and on CPUs with AMX-BF16; float16 on older GPUs; else "
+                      "float32), logged once.")
     flags.DEFINE_bool("use_xla", False, "Compile the training step with XLA.")
     flags.DEFINE_enum("lr_schedule", "linear", list(schedules.SCHEDULES),
                       "Learning-rate curve after the warm-up: linear (the original's), cosine "
@@ -213,7 +218,13 @@ def _field_values(flag_values: flags.FlagValues, cls: type) -> dict[str, Any]:
 def run_config_from_flags(flag_values: flags.FlagValues, **fields: Any) -> training.RunConfig:
     """A RunConfig from the flags named like its fields (the loop's flags, --output_dir, batch
     sizes, --learning_rate, --init_checkpoint, ...) and `fields`, which take precedence."""
-    return training.RunConfig(**{**_field_values(flag_values, training.RunConfig), **fields})
+    values = {**_field_values(flag_values, training.RunConfig), **fields}
+    if values.get("dtype") == "auto":
+        use_tpu = (flag_values["use_tpu"].value if "use_tpu" in flag_values else False) or (
+            "distribution_strategy" in flag_values
+            and flag_values["distribution_strategy"].value == "tpu")
+        values["dtype"] = distribution.resolve_dtype("auto", use_tpu=use_tpu)
+    return training.RunConfig(**values)
 
 
 def options_from_flags(flag_values: flags.FlagValues, options_class: type[Options],

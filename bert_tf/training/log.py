@@ -122,3 +122,18 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
     if directory:
         tf.io.gfile.makedirs(directory)
     filesystem.write_atomically(path, format_eval_results(results))
+
+
+def read_eval_results(path: str) -> dict[str, float]:
+    """The figures of an eval_results.txt (`format_eval_results`' lines) as floats; lines whose
+    value is not a number are left out."""
+    with tf.io.gfile.GFile(path) as f:
+        lines = f.read().splitlines()
+    results = {}
+    for line in lines:
+        key, _, value = line.partition(" = ")
+        try:
+            results[key.strip()] = float(value)
+        except ValueError:
+            continue
+    return results

@@ -206,5 +206,6 @@ def layerwise_rate_factors(encoder: keras.Model, variables: Sequence, decay: flo
     exponents = {id(v): depth + 1 for v in encoder.trainable_variables}
     for i, block in enumerate(blocks):
         exponents.update({id(v): depth - i for v in block.trainable_variables})
-    exponents.update({id(v): 0 for v in encoder.pooler.trainable_variables})
+    if encoder.pooler is not None:  # ELECTRA has none: [CLS]'s vector feeds the head
+        exponents.update({id(v): 0 for v in encoder.pooler.trainable_variables})
     return [decay ** exponents.get(id(v), 0) for v in variables]

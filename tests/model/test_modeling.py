@@ -354,6 +354,46 @@ def test_mixed_precision_close_to_float32(tiny_config, policy):
         assert diff.max() < tolerance and diff.mean() < tolerance / 5
 
 
+def _optimized_forward_graph(encoder) -> "tf.compat.v1.GraphDef":
+    """The encoder's forward (ids, mask, segments of any [B,S]) with its weights frozen, as
+    Grappler rewrites it for the CPU before running it (constant folding, arithmetic, remapper)."""
+    from tensorflow.core.protobuf import config_pb2  # noqa: PLC0415
+    from tensorflow.python.framework import convert_to_constants, meta_graph  # noqa: PLC0415
+    from tensorflow.python.grappler import tf_optimizer  # noqa: PLC0415
+
+    spec = tf.TensorSpec([None, None], tf.int32)
+    forward = tf.function(lambda ids, mask, segments: encoder(
+        {"input_ids": ids, "input_mask": mask, "segment_ids": segments})["sequence_output"])
+    frozen = convert_to_constants.convert_variables_to_constants_v2(
+        forward.get_concrete_function(spec, spec, spec))
+    graph_def = frozen.graph.as_graph_def()
+    for node in graph_def.node:
+        node.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    meta = meta_graph.create_meta_graph_def(graph_def=graph_def, graph=frozen.graph)
+    meta.collection_def["train_op"].node_list.value.extend(t.op.name for t in frozen.outputs)
+    return tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "bfloat16"])
+def test_bfloat16_forward_has_no_cast_round_trips_after_grappler(tiny_config, policy):
+    """Products in bfloat16, statistics in float32, and between them no tensor cast to float32
+    and back: per block exactly three casts up (the scores for softmax's sum, the input of each
+    LayerNorm for its statistics) and none of a cast's output cast again."""
+    graph = _optimized_forward_graph(BertEncoder(tiny_config, dtype=policy))
+    nodes = {node.name: node for node in graph.node}
+    bf16, f32 = tf.bfloat16.as_datatype_enum, tf.float32.as_datatype_enum
+    casts = [n for n in graph.node if n.op == "Cast"]
+    round_trips = [n.name for n in casts if nodes[n.input[0].split(":")[0].lstrip("^")].op == "Cast"]
+    assert round_trips == []
+    up = [n for n in casts if n.attr["SrcT"].type == bf16 and n.attr["DstT"].type == f32]
+    # The pure bfloat16 policy also sums the embeddings in bfloat16: one more LayerNorm input.
+    assert len(up) == 3 * tiny_config.num_hidden_layers + (policy == "bfloat16")
+    products = [n for n in graph.node if "MatMul" in n.op or n.op == "Einsum"]
+    assert products and all(n.attr["T"].type == bf16 for n in products)
+    statistics = [n for n in graph.node if n.op in ("Mean", "Softmax")]
+    assert statistics and all(n.attr["T"].type == f32 for n in statistics)
+
+
 def test_checkpoint_round_trip(tiny_config, tmp_path):
     source = BertEncoder(tiny_config)
     _randomise(source)

@@ -88,7 +88,7 @@ def test_eval_input_keeps_order_and_padding_rows(records, tmp_path):
     path, values = records
     cache = classifier_features.FeatureCache.__new__(classifier_features.FeatureCache)
     cache.schema = record_schemas.classifier_schema(S)
-    split = classifier_features.CachedSplit(path, 50)
+    split = classifier_features.CachedSplit(path, 50, 50)
     dataset = cache.input_fn(split, is_training=False, trim_features=TRIM)(None, 8)
     assert dataset.element_spec["input_ids"].shape.as_list() == [8, None]
     batches = list(dataset)

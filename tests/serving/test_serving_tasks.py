@@ -2,6 +2,7 @@
 model and SentencePiece, run_classifier.py and extract_features.py: each reproduced, from the
 raw text, by one process where bert_tf cannot be imported; only ops TensorFlow Serving registers."""
 
+import dataclasses
 import io
 import json
 import os
@@ -47,22 +48,28 @@ def exports(tmp_path_factory):
                          intermediate_size=37, max_position_embeddings=20, type_vocab_size=2)
     lines = [" ".join(line.split("\n")) for line in FEATURE_LINES]  # one example per line
     (directory / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    features = _extract(directory, "features", bert_config_file=str(model_dir / "bert_config.json"),
-                        init_checkpoint=str(model_dir / "bert_model.ckpt"),
-                        vocab_file=str(model_dir / "vocab.txt"))
+    model = dict(bert_config_file=str(model_dir / "bert_config.json"),
+                 init_checkpoint=str(model_dir / "bert_model.ckpt"),
+                 vocab_file=str(model_dir / "vocab.txt"))
+    features = _extract(directory, "features", **model)
+    _extract(directory, "features_bf16", export_dtype="bfloat16", **model)
     # extract_features' own split of each line gives the pair signature's two inputs.
     split = [parse_line(line) for line in lines]
     pair_inputs = {"text_a": [a for a, _ in split], "text_b": [b or "" for _, b in split]}
     jobs = {"features": _job(directory / "features", {"text": lines}),
-            "features_pair": _job(directory / "features", pair_inputs, PAIR_SIGNATURE_KEY)}
+            "features_pair": _job(directory / "features", pair_inputs, PAIR_SIGNATURE_KEY),
+            "features_bf16": _job(directory / "features_bf16", {"text": lines})}
     ner = {fmt: _ner_run(directory / fmt, fmt) for fmt in ("conll", "char")}
     joiner = {"conll": " ", "char": ""}
     jobs.update({fmt: _job(directory / fmt / "export",
                            {"text": [joiner[fmt].join(s.words) for s in sentences]})
                  for fmt, sentences in ner.items()})
+    jobs["conll_bf16"] = {**jobs["conll"], "export_dir": str(directory / "conll" / "export_bf16")}
     albert = _albert_sentencepiece_runs(directory / "albert")
     jobs["albert_classifier"] = _job(directory / "albert" / "export", {
         "text_a": [a for a, _ in albert["pairs"]], "text_b": [b for _, b in albert["pairs"]]})
+    jobs["albert_classifier_bf16"] = {**jobs["albert_classifier"],
+                                      "export_dir": str(directory / "albert" / "export_bf16")}
     jobs["albert_features"] = _job(directory / "albert" / "features", {"text": lines})
     # The same exports on an empty request list (every input []).
     jobs.update({f"{name}_empty": {**job, "inputs": {key: [] for key in job["inputs"]}}
@@ -73,6 +80,8 @@ def exports(tmp_path_factory):
             "albert": albert, "albert_classifier": outputs["albert_classifier"],
             "albert_features": (albert["features"], outputs["albert_features"]),
             "pair_inputs": pair_inputs,
+            "bfloat16": {name: outputs[f"{name}_bf16"] for name in
+                         ("features", "conll", "albert_classifier")},
             "empty": {name[:-len("_empty")]: outputs[name] for name in jobs
                       if name.endswith("_empty")},
             "dirs": {name: job["export_dir"] for name, job in jobs.items()}}
@@ -120,6 +129,9 @@ def _albert_sentencepiece_runs(directory) -> dict:
     run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=len(pairs),
                                     predict_batch_size=len(pairs), learning_rate=1e-2)
     classifier_task.run_classifier(options, run_config)
+    classifier_task.run_classifier(dataclasses.replace(  # the same checkpoint, in bfloat16
+        options, do_train=False, do_predict=False, export_dir=str(directory / "export_bf16"),
+        export_dtype="bfloat16"), run_config)
     (directory / "input.txt").write_bytes((directory.parent / "input.txt").read_bytes())
     features = _extract(directory, "features", bert_config_file=config_file,
                         init_checkpoint=str(directory / "run"), spm_model_file=spm_model)
@@ -147,6 +159,10 @@ def _ner_run(directory, data_format: str) -> list[tagging.Sentence]:
     run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=2,
                                     predict_batch_size=4, learning_rate=1e-2)
     ner_task.run_ner(options, run_config)
+    if data_format == "conll":  # the same checkpoint, in bfloat16
+        ner_task.run_ner(dataclasses.replace(
+            options, do_train=False, do_predict=False, export_dir=str(directory / "export_bf16"),
+            export_dtype="bfloat16"), run_config)
     return tagging.read_sentences(str(directory / "run" / "test_predictions.txt"), data_format)
 
 
@@ -230,7 +246,8 @@ def test_albert_sentencepiece_features_export_reproduces_extract_features(export
 def test_every_export_answers_an_empty_request_with_no_rows(exports):
     """[] in every input: each output has no rows (the encoder runs on a batch of none)."""
     assert set(exports["empty"]) == {"features", "features_pair", "conll", "char",
-                                     "albert_classifier", "albert_features"}
+                                     "albert_classifier", "albert_features", "features_bf16",
+                                     "conll_bf16", "albert_classifier_bf16"}
     for name, outputs in exports["empty"].items():
         assert outputs and all(value == [] for value in outputs.values()), (name, outputs)
 
@@ -255,3 +272,39 @@ def test_ner_export_reproduces_run_ner_tags(exports, data_format):
     # Sentences longer than one window (4 pieces) are windowed; the tags are not all alike.
     assert max(len(s.words) for s in sentences) > 4
     assert len({t for s in sentences for t in s.tags}) > 1
+
+
+def test_bfloat16_exports_reproduce_float32_within_bfloat16s_precision(exports):
+    """--export_dtype=bfloat16 (run in the isolated process): the same tokens, tags and labels as
+    the float32 run, the numbers within what 8 bits of mantissa keep."""
+    bf16 = exports["bfloat16"]
+    expected, features = exports["features"]
+    got = bf16["features"]
+    assert got["tokens"] == features["tokens"] and got["length"] == features["length"]
+    for name in ("cls", "pooled", "mean", "layers"):
+        want = np.array(features[name])
+        error = np.abs(np.array(got[name]) - want)
+        assert error.max() <= 0.05 * max(1.0, np.abs(want).max()), name
+    _, ner = exports["ner"]["conll"]
+    assert bf16["conll"]["words"] == ner["words"] and bf16["conll"]["tags"] == ner["tags"]
+    float32 = np.array(exports["albert_classifier"]["probabilities"])
+    probabilities = np.array(bf16["albert_classifier"]["probabilities"])
+    np.testing.assert_allclose(probabilities, float32, atol=1e-2)
+    assert bf16["albert_classifier"]["label"] == exports["albert_classifier"]["label"]
+
+
+def test_bfloat16_exports_are_bfloat16_and_run_on_a_cpu_model_server(exports, tmp_path):
+    from bert_tf.serving import predict
+
+    for name in ("features_bf16", "conll_bf16", "albert_classifier_bf16"):
+        export_dir = exports["dirs"][name]
+        assert ops.unservable_ops(export_dir) == []
+        assert ops.bfloat16_ops_without_cpu_kernel(export_dir) == []
+        assert {"BatchMatMulV2", "MatMul"} & ops.saved_model_ops(export_dir)
+    (tmp_path / "lines.txt").write_text("the cat sat\n", encoding="utf-8")
+    for name, dtype in (("features_bf16", "bfloat16"), ("features", "float32")):
+        progress = io.StringIO()
+        predict.predict_file(exports["dirs"][name], str(tmp_path / "lines.txt"), io.StringIO(),
+                             progress=progress)
+        assert progress.getvalue().splitlines()[0] == (
+            f"{exports['dirs'][name]}: {dtype} weights and compute")

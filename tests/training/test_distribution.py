@@ -156,3 +156,71 @@ def test_the_private_coordination_api_is_still_there():
     assert multi_worker_util.coordination_leader(cluster) == "/job:chief/replica:0/task:0"
     job = coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=2)
     assert (job.name, job.num_tasks) == ("worker", 2)
+
+
+def test_speed_warnings_suggest_bfloat16_on_a_cpu_with_matrix_units(monkeypatch):
+    strategy = tf.distribute.get_strategy()
+    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: True)
+    [warning] = distribution.speed_warnings(strategy, "float32", use_xla=False)
+    assert warning.startswith("--dtype=float32 on a CPU with AMX-BF16") and "--dtype=bfloat16" in warning
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
+"""
+
+
+def test_cpu_flags_come_from_cpuinfos_flags_line():
+    assert distribution.cpu_flags(CPUINFO) == {"fpu", "avx2", "avx512f", "avx512_bf16", "amx_bf16",
+                                               "amx_tile", "amx_int8"}
+    assert distribution.cpu_flags("processor\t: 0\n") == frozenset()
+    assert distribution.cpu_has_bfloat16_matrix_units(distribution.cpu_flags(CPUINFO))
+    assert not distribution.cpu_has_bfloat16_matrix_units(frozenset({"avx512_bf16", "avx512f"}))
+
+
+@pytest.mark.parametrize("tpu, gpus, flags, want", [
+    (False, [], {"avx512_bf16", "amx_bf16", "amx_tile"}, "bfloat16"),  # Sapphire Rapids
+    (False, [], {"avx512_bf16", "avx512f"}, "float32"),  # AVX512-BF16 without tiles (Zen 4)
+    (False, [], set(), "float32"),
+    (True, [], set(), "bfloat16"),
+    (False, [(8, 0), (9, 0)], set(), "bfloat16"),  # A100, H100
+    (False, [(7, 5)], {"amx_bf16"}, "float16"),  # T4: the GPU decides, not the host CPU
+    (False, [(8, 6), (7, 0)], set(), "float16"),  # the slowest GPU decides
+])
+def test_dtype_auto_picks_what_the_devices_run_fastest(tpu, gpus, flags, want):
+    dtype, reason = distribution.preferred_dtype(tpu, gpus, frozenset(flags))
+    assert dtype == want and reason
+
+
+def test_dtype_auto_resolves_once_with_a_log_line(monkeypatch, caplog):
+    sapphire_rapids = distribution.cpu_flags(CPUINFO)
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: sapphire_rapids)
+    with caplog.at_level("INFO"):
+        assert distribution.resolve_dtype("auto") == "bfloat16"
+        assert distribution.resolve_dtype("float32") == "float32"
+    assert [r.getMessage() for r in caplog.records if "--dtype=auto" in r.getMessage()] == [
+        "--dtype=auto: bfloat16 for a CPU with AMX-BF16 matrix units"]
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    assert distribution.resolve_dtype("auto") == "float32"
+
+
+@pytest.mark.parametrize("argv, cpu, want", [
+    (["--dtype=auto"], {"avx512_bf16", "amx_bf16"}, "bfloat16"),
+    (["--dtype=auto"], {"avx512_bf16"}, "float32"),
+    (["--dtype=auto", "--use_tpu"], set(), "bfloat16"),
+    (["--dtype=float16"], {"amx_bf16"}, "float16"),  # a dtype given is kept
+])
+def test_run_config_from_flags_resolves_dtype_auto(monkeypatch, argv, cpu, want):
+    from absl import flags  # noqa: PLC0415
+
+    from bert_tf.training import flags as training_flags  # noqa: PLC0415
+
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset(cpu))
+    flag_values = flags.FlagValues()
+    flags.DEFINE_string("output_dir", None, "", flag_values=flag_values)
+    flags.DEFINE_bool("use_tpu", False, "", flag_values=flag_values)
+    flags.DEFINE_string("dtype", "float32", "", flag_values=flag_values)
+    flag_values(["prog", "--output_dir=out", *argv])
+    assert training_flags.run_config_from_flags(flag_values).dtype == want

@@ -29,7 +29,8 @@ def test_shared_flags_have_the_originals_defaults():
     flag_values = _flag_values()
     defaults = {name: flag_values[name].default for name in flag_values}
     assert defaults == {
-        "bert_config_file": None, "albert_config_file": None, "init_checkpoint": None,
+        "bert_config_file": None, "albert_config_file": None, "electra_config_file": None,
+        "init_checkpoint": None,
         "vocab_file": None, "spm_model_file": None, "do_lower_case": True, "output_dir": None,
         "do_train": False, "do_eval": False, "do_predict": False, "train_batch_size": 32,
         "eval_batch_size": 8, "predict_batch_size": 8, "learning_rate": 5e-5,

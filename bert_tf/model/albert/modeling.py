@@ -29,6 +29,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model.electra.config import ElectraConfig
+from bert_tf.model.electra.modeling import ElectraEncoder
 from bert_tf.model.encoder import BertEmbeddings, BertEncoder, Dense, TokenLayout, TransformerBlock
 
 
@@ -108,6 +110,12 @@ class AlbertEncoder(BertEncoder):
 
 
 def build_encoder(config, dtype=None, name: str = "bert") -> BertEncoder:
-    """The encoder a config describes: AlbertEncoder for an AlbertConfig, else BertEncoder."""
-    cls = AlbertEncoder if isinstance(config, AlbertConfig) else BertEncoder
+    """The encoder a config describes: AlbertEncoder for an AlbertConfig, ElectraEncoder for an
+    ElectraConfig, else BertEncoder."""
+    if isinstance(config, AlbertConfig):
+        cls = AlbertEncoder
+    elif isinstance(config, ElectraConfig):
+        cls = ElectraEncoder
+    else:
+        cls = BertEncoder
     return cls(config, dtype=dtype, name=name)

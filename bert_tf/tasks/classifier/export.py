@@ -5,7 +5,10 @@ Signatures:
   `probabilities` float32 [B,L] and `label` string [B] (the most probable label's name), or
   `predictions` float32 [B] for a regression task. The text is tokenized exactly as
   `FullTokenizer` does and packed `[CLS] a [SEP] b [SEP]` with the original's truncation to
-  `max_seq_length` (`bert_tf.tasks.classifier.export`), inside the graph.
+  `max_seq_length` (`bert_tf.tasks.classifier.export`), inside the graph. A single text longer
+  than one row keeps the pieces of the run's `--truncation`, or with `--long_text=chunks` is
+  split into windows whose logits are pooled (`bert_tf.serving.long_text`), as the run's
+  --do_predict does.
 * `serve_ids`: int32 `input_ids`, `input_mask`, `segment_ids` [B,S] (any B and S up to
   max_position_embeddings, packed as `tasks/classifier` packs them) -> `probabilities` or
   `predictions`, for clients that tokenize themselves.
@@ -25,8 +28,9 @@ from typing import Sequence
 import keras
 import tensorflow as tf
 
-from bert_tf.serving import packing
+from bert_tf.serving import long_text as long_text_ops, packing
 from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, save
+from bert_tf.text.long_text import LongText
 
 # Kept for callers of the ids-in export; `serving_default` now takes raw text.
 __all__ = ["SIGNATURE_KEY", "IDS_SIGNATURE_KEY", "export_classifier", "predict_outputs"]
@@ -37,8 +41,10 @@ class _ClassifierServing(tf.Module):
     """Holds the model, tokenizer and labels and the serving functions: what the SavedModel stores."""
 
     def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool,
-                 tokenizer: tf.Module, max_seq_length: int, thresholds=None):
+                 tokenizer: tf.Module, max_seq_length: int, thresholds=None,
+                 long_text: LongText = LongText()):
         super().__init__(name="classifier_serving")
+        self._long_text = long_text
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
                                   name="labels")
@@ -54,8 +60,8 @@ class _ClassifierServing(tf.Module):
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, None], tf.int32, name=n) for n in _INPUT_NAMES])
     def serve_ids(self, input_ids, input_mask, segment_ids):
-        return self._outputs({"input_ids": input_ids, "input_mask": input_mask,
-                              "segment_ids": segment_ids})
+        return self._outputs(self._logits({"input_ids": input_ids, "input_mask": input_mask,
+                                           "segment_ids": segment_ids}))
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
     def serve_text(self, text_a):
@@ -69,17 +75,30 @@ class _ClassifierServing(tf.Module):
         return self._serve_text(text_a, text_b)
 
     def _serve_text(self, text_a: tf.Tensor, text_b: tf.Tensor | None) -> dict[str, tf.Tensor]:
+        ids_a = self.tokenizer.tokenize(text_a)
         ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
-        features = packing.pack(self.tokenizer.tokenize(text_a), ids_b,
-                                self.tokenizer.special_ids["[CLS]"],
+        window = self._max_seq_length - 2
+        text_of_window = None
+        if ids_b is None and self._long_text.chunks:
+            ids_a, text_of_window = long_text_ops.split_windows(
+                ids_a, window, self._long_text.window_stride(window))
+        elif ids_b is None:
+            ids_a = long_text_ops.truncate(ids_a, window, self._long_text)
+        features = packing.pack(ids_a, ids_b, self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length)
-        out = self._outputs({name: features[name] for name in _INPUT_NAMES})
+        logits = self._logits({name: features[name] for name in _INPUT_NAMES})
+        if text_of_window is not None:  # the windows' logits, pooled per text
+            logits = long_text_ops.pool(logits, text_of_window, tf.size(text_a),
+                                        self._long_text.pooling)
+        out = self._outputs(logits)
         if not self._regression and self.thresholds is None:
             out["label"] = tf.gather(self.labels, tf.argmax(out["probabilities"], axis=-1))
         return out
 
-    def _outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
+    def _logits(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
+        return tf.cast(self.model(features, training=False)["logits"], tf.float32)
+
+    def _outputs(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:
         if self._regression:
             return {"predictions": logits[:, 0]}  # [B]
         if self.thresholds is not None:
@@ -101,7 +120,7 @@ def predict_outputs(model: keras.Model, features: dict, regression: bool) -> tf.
 
 def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str] | None,
                       regression: bool, tokenizer: tf.Module, max_seq_length: int,
-                      pair: bool, thresholds=None) -> str:
+                      pair: bool, thresholds=None, long_text: LongText = LongText()) -> str:
     """Writes `model` as a SavedModel under `export_dir`, replacing what was there (atomically).
 
     Args:
@@ -115,11 +134,13 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
       thresholds: multi-label: a float or one per label; the export returns sigmoid
         `probabilities` and bool `predicted` (probability >= threshold) [B,num_labels] instead
         of softmax `probabilities` and `label`.
+      long_text: how a single text longer than one row is cut or split into windows (the
+        options the model was trained and predicts with).
 
     Returns:
       export_dir.
     """
     module = _ClassifierServing(model, [] if regression else list(labels or []), regression,
-                                tokenizer, max_seq_length, thresholds)
+                                tokenizer, max_seq_length, thresholds, long_text)
     text_signature = module.serve_text_pair if pair else module.serve_text
     return save(module, export_dir, {SIGNATURE_KEY: text_signature, IDS_SIGNATURE_KEY: module.serve_ids})

@@ -13,6 +13,12 @@ training loop (`bert_tf.training.loop`). It writes the original's outputs:
                     the label separator (empty: none).
   thresholds.json   multi-label with --tune_thresholds: the per-label thresholds chosen on dev.
   label_list.txt    the labels, one per line, in output order.
+
+A single text longer than max_seq_length - 2 pieces keeps its head (the original), its tail or
+its head and tail (`truncation`), or with `long_text="chunks"` is split into windows: training
+labels each window as its text; evaluation, test_results.tsv and the export pool the windows'
+logits per text (mean or max) before the softmax. eval_loss stays the windows' mean loss (what
+training minimises); eval_accuracy and the GLUE metrics are per text.
 """
 
 from __future__ import annotations
@@ -31,12 +37,14 @@ from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
+from bert_tf.serving import precision
 from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.classifier import compat
 from bert_tf.tasks.classifier import export as serving
 from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import multi_label as multi_label_metrics
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
+from bert_tf.text.long_text import DEFAULT_HEAD_TOKENS, LongText
 from bert_tf.training import best_checkpoint, finetuning, loop as training
 
 
@@ -49,7 +57,9 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     DataProcessor class as `module:Class` or `path/to/file.py:Class` (compat.py),
     which then reads the examples in place of the task's files. A multi-label task predicts
     the labels whose probability is at least `threshold`, or with `tune_thresholds` at least
-    the per-label thresholds chosen on the dev set (thresholds.json).
+    the per-label thresholds chosen on the dev set (thresholds.json). `truncation`,
+    `truncation_head_tokens`, `long_text`, `chunk_stride` and `chunk_pooling`: see
+    `long_text_options`.
     """
 
     task_name: str | None
@@ -58,9 +68,21 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     xnli_language: str = "zh"
     custom_spec: Mapping[str, Any] | None = None
     export_dir: str | None = None
+    export_dtype: str = "float32"  # the export's weights and compute (serving/precision.py)
     processor: str | None = None
     threshold: float = multi_label_metrics.DEFAULT_THRESHOLD
     tune_thresholds: bool = False
+    truncation: str = "head"
+    truncation_head_tokens: int = DEFAULT_HEAD_TOKENS
+    long_text: str = "truncate"
+    chunk_stride: int | None = None
+    chunk_pooling: str = "mean"
+
+    def long_text_options(self) -> LongText:
+        """What a single text longer than one row becomes (`bert_tf.text.long_text`)."""
+        return LongText(mode=self.long_text, truncation=self.truncation,
+                        head_tokens=self.truncation_head_tokens, stride=self.chunk_stride,
+                        pooling=self.chunk_pooling)
 
 
 class ClassifierTask(finetuning.EncoderTask):
@@ -74,9 +96,9 @@ class ClassifierTask(finetuning.EncoderTask):
     """
 
     def __init__(self, bert_config: BertConfig, num_labels: int, regression: bool = False,
-                 multi_label: bool = False):
+                 multi_label: bool = False, windows: bool = False):
         self.bert_config, self.num_labels, self.regression = bert_config, num_labels, regression
-        self.multi_label = multi_label
+        self.multi_label, self.windows = multi_label, windows
 
     def build_model(self) -> keras.Model:
         return models.classifier_model(self.bert_config, self.num_labels)
@@ -117,6 +139,9 @@ class ClassifierTask(finetuning.EncoderTask):
         out = {"label_ids": (features["label_ids"] if self.multi_label
                              else tf.reshape(features["label_ids"], [-1])),
                "is_real_example": tf.reshape(features["is_real_example"], [-1])}
+        if self.windows:  # pooled per text afterwards (pool_windows)
+            out["logits"] = logits
+            out["text_index"] = tf.reshape(features["text_index"], [-1])
         if self.multi_label:
             out["probabilities"] = tf.math.sigmoid(logits)  # [B,num_labels]
         elif self.regression:
@@ -152,12 +177,55 @@ def write_test_results(path: str, rows: Iterable[np.ndarray], num_examples: int 
     return len(lines)
 
 
+def pool_windows(rows: Iterable[Mapping[str, np.ndarray]], num_texts: int, pooling: str,
+                 task: classification.TaskSpec) -> list[dict[str, np.ndarray]]:
+    """The predictions of the texts from those of their windows (--long_text=chunks).
+
+    Args:
+      rows: the predictions of each window (`ClassifierTask(windows=True).predictions`), the
+        windows of a text consecutive; padding rows (is_real_example 0) are left out.
+      num_texts: how many texts the windows come from.
+      pooling: "mean" or "max" of the windows' logits.
+
+    Returns:
+      one row per text, as the predictions of a model without windows: `label_ids`,
+      `is_real_example` (1) and `probabilities` (softmax, or sigmoid for multi-label) or
+      `predictions` (regression) of the pooled logits.
+    """
+    real = [r for r in rows if r["is_real_example"] > 0]
+    text_index = np.array([int(r["text_index"]) for r in real], np.int64)
+    if not np.array_equal(np.unique(text_index), np.arange(num_texts)):
+        raise UserError(f"the windows come from {len(np.unique(text_index))} texts, not "
+                         f"{num_texts}; delete the cached records and run again")
+    logits = np.stack([r["logits"] for r in real]).astype(np.float64)  # [W,C]
+    starts = np.searchsorted(text_index, np.arange(num_texts))  # the first window of each text
+    if pooling == "max":
+        pooled = np.maximum.reduceat(logits, starts, axis=0)
+    else:
+        pooled = np.add.reduceat(logits, starts, axis=0) / np.diff(
+            np.append(starts, len(text_index)))[:, None]
+    out = []
+    for start, text_logits in zip(starts, pooled.astype(np.float32)):
+        row = {"label_ids": real[start]["label_ids"], "is_real_example": np.int32(1)}
+        if task.regression:
+            row["predictions"] = text_logits[0]
+        elif task.multi_label:
+            row["probabilities"] = 1.0 / (1.0 + np.exp(-text_logits))
+        else:
+            shifted = np.exp(text_logits - text_logits.max())
+            row["probabilities"] = shifted / shifted.sum()
+        out.append(row)
+    return out
+
+
 def eval_metrics(task: classification.TaskSpec, loop_results: Mapping[str, float],
                  rows: list[Mapping[str, np.ndarray]] | None,
-                 thresholds: np.ndarray | float | None = None) -> dict[str, float]:
+                 thresholds: np.ndarray | float | None = None,
+                 per_text: bool = False) -> dict[str, float]:
     """eval_results.txt's figures from the loop's evaluate() and, for the GLUE metrics that are
     not weighted means (F1, MCC, Pearson, Spearman) and the multi-label ones (at `thresholds`),
-    the per-example eval predictions."""
+    the per-example eval predictions. `per_text`: `rows` are the texts' pooled predictions
+    (`pool_windows`), from which eval_accuracy is computed too."""
     results = {"eval_loss": loop_results["classifier_loss"], "loss": loop_results["loss"],
                "global_step": int(loop_results["global_step"])}
     if task.multi_label:
@@ -167,6 +235,8 @@ def eval_metrics(task: classification.TaskSpec, loop_results: Mapping[str, float
     if not task.regression:
         results["eval_accuracy"] = loop_results["accuracy"]
     extra = [name for name in task.metrics if name != "accuracy"]
+    if per_text and not task.regression:
+        extra = ["accuracy", *extra]
     if extra:
         real = [r for r in rows if r["is_real_example"] > 0]
         labels = np.array([r["label_ids"] for r in real])
@@ -238,16 +308,21 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
+    precision.check_export_dtype(options.export_dtype)
     task, read_split = _task_and_reader(options, run_config.init_checkpoint)
     bert_config = options.load_bert_config(run_config)
     options = finetuning.static_shape_options(options, run_config, strategy)
+    pair = any(layout.text_b is not None for layout in task.splits.values())
+    long_text = options.long_text_options()
+    long_text.check(options.max_seq_length, pair)
     filesystem.makedirs(run_config.output_dir)
     finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
     cache = classifier_features.FeatureCache(
         task, options.data_dir, run_config.output_dir, options.max_seq_length,
         options.create_tokenizer(run_config.init_checkpoint, bert_config), options.tokenizer_files,
-        options.do_lower_case, read_split)
-    loop_task = ClassifierTask(bert_config, task.num_labels, task.regression, task.multi_label)
+        options.do_lower_case, read_split, long_text)
+    loop_task = ClassifierTask(bert_config, task.num_labels, task.regression, task.multi_label,
+                               windows=long_text.chunks)
     trim = options.trim_features()
 
     def evaluate(checkpoint: str | None = None) -> dict[str, float]:
@@ -257,7 +332,9 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     out: dict[str, Any] = {}
     if options.do_train:
         split = cache.records("train")
-        run_config = finetuning.epochs_run_config(run_config, options, split.num_examples)
+        run_config = finetuning.epochs_run_config(
+            run_config, options, split.num_examples,
+            "training windows" if long_text.chunks else "training examples")
         input_fn = cache.input_fn(split, is_training=True, seed=run_config.seed,
                                   trim_features=trim, length_groups=options.length_groups)
         evaluator = best_checkpoint.from_options(
@@ -278,26 +355,26 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
     if options.do_predict:
         split = cache.records("test")
         input_fn = cache.input_fn(split, is_training=False, trim_features=trim)
+        rows = _text_rows(training.predict(loop_task, run_config, input_fn, strategy,
+                                           checkpoint=checkpoint), split, task, long_text)
         rows = [r["predictions"] if task.regression else r["probabilities"]
-                for r in training.predict(loop_task, run_config, input_fn, strategy,
-                                          checkpoint=checkpoint)
-                if r["is_real_example"] > 0]
+                for r in rows if r["is_real_example"] > 0]
         label_sets = None
         if task.multi_label:
             names = np.asarray(task.labels, dtype=object)
             label_sets = [task.label_separator.join(names[chosen]) for chosen in
                           multi_label_metrics.predict(np.stack(rows), thresholds)]
         out["num_predictions"] = write_test_results(
-            os.path.join(run_config.output_dir, "test_results.tsv"), rows, split.num_examples,
+            os.path.join(run_config.output_dir, "test_results.tsv"), rows, split.num_texts,
             split.path, label_sets)
     if options.export_dir:
-        model = training.load_model(loop_task, run_config, checkpoint=checkpoint)
+        model = precision.model_in_dtype(
+            training.load_model(loop_task, run_config, checkpoint=checkpoint),
+            loop_task.build_model, options.export_dtype)
         out["export_dir"] = serving.export_classifier(
             model, options.export_dir, task.labels, task.regression,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
-            options.max_seq_length,
-            pair=any(layout.text_b is not None for layout in task.splits.values()),
-            thresholds=thresholds)
+            options.max_seq_length, pair=pair, thresholds=thresholds, long_text=long_text)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     if options.export_hf_dir:
         out["export_hf_dir"] = finetuning.export_hf(
@@ -312,6 +389,15 @@ def hf_head(task: classification.TaskSpec, thresholds=None) -> hf_export.HeadLab
                     if task.multi_label else "single_label_classification")
     return hf_export.HeadLabels(None if task.regression else task.labels, problem_type,
                                 thresholds)
+
+
+def _text_rows(rows: Iterable[Mapping[str, np.ndarray]], split: classifier_features.CachedSplit,
+               task: classification.TaskSpec, long_text: LongText
+               ) -> Iterable[Mapping[str, np.ndarray]]:
+    """The predictions per text: the rows themselves, or with chunks their windows pooled."""
+    if not long_text.chunks:
+        return rows
+    return pool_windows(rows, split.num_texts, long_text.pooling, task)
 
 
 def default_metric(task: classification.TaskSpec) -> str:
@@ -341,17 +427,20 @@ def _evaluate(task, loop_task, run_config, cache, strategy, trim_features,
               options: ClassifierOptions | None = None) -> dict[str, float]:
     """eval_results.txt's figures for `checkpoint` (default: the latest) on the dev split; with
     --tune_thresholds (multi-label) also the thresholds chosen on it, in thresholds.json."""
-    input_fn = cache.input_fn(cache.records("dev"), is_training=False, trim_features=trim_features)
+    split = cache.records("dev")
+    input_fn = cache.input_fn(split, is_training=False, trim_features=trim_features)
     loop_results = training.evaluate(loop_task, run_config, input_fn, strategy,
                                      checkpoint=checkpoint)
     rows = None
-    if task.multi_label or any(name != "accuracy" for name in task.metrics):
-        rows = list(training.predict(loop_task, run_config, input_fn, strategy,
-                                     checkpoint=checkpoint))
+    if (task.multi_label or loop_task.windows
+            or any(name != "accuracy" for name in task.metrics)):
+        rows = list(_text_rows(training.predict(loop_task, run_config, input_fn, strategy,
+                                                checkpoint=checkpoint),
+                               split, task, cache.long_text))
     thresholds = None
     if task.multi_label:
         thresholds = options.threshold if options else multi_label_metrics.DEFAULT_THRESHOLD
         if options and options.tune_thresholds:
             thresholds = multi_label_metrics.tune_thresholds(*_multi_label_rows(rows))
             multi_label_metrics.write_thresholds(run_config.output_dir, task.labels, thresholds)
-    return eval_metrics(task, loop_results, rows, thresholds)
+    return eval_metrics(task, loop_results, rows, thresholds, loop_task.windows)

@@ -34,6 +34,7 @@ from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.encoder import BertEncoder
+from bert_tf.serving import precision
 from bert_tf.text.pairs import truncate_pair_lengths
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -55,6 +56,7 @@ class ExtractionOptions:
     do_lower_case: bool = True
     batch_size: int = 32
     export_dir: str | None = None  # also write a raw-text SavedModel (tasks/features/export.py)
+    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +193,7 @@ def extract_features(options: ExtractionOptions) -> int:
     Returns:
       The number of lines written.
     """
+    precision.check_export_dtype(options.export_dtype)
     config = model_config.resolve_model_config(options.bert_config_file, options.init_checkpoint)
     check_layers(options.layers, config.num_hidden_layers)
     if not 2 < options.max_seq_length <= config.max_position_embeddings:
@@ -210,7 +213,8 @@ def extract_features(options: ExtractionOptions) -> int:
         from bert_tf.serving.saved_model import in_graph_tokenizer
         from bert_tf.tasks.features.export import export_features
 
-        export_features(encoder, options.export_dir,
+        export_features(precision.model_in_dtype(encoder, lambda: build_encoder(config),
+                                                 options.export_dtype), options.export_dir,
                         in_graph_tokenizer(options.vocab_file, options.spm_model_file,
                                            options.do_lower_case),
                         options.layers, options.max_seq_length)

@@ -36,6 +36,7 @@ from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
+from bert_tf.serving import precision
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.training import best_checkpoint, finetuning, loop as training
@@ -68,6 +69,7 @@ class NerOptions(finetuning.FinetuningOptions):
     crf_learning_rate: float | None = None
     decode: str = "constrained"
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/ner/export.py)
+    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)
@@ -258,6 +260,7 @@ def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
+    precision.check_export_dtype(options.export_dtype)
     if options.export_hf_dir and options.lstm_size:
         raise hf_export.HfExportError(hf_export.LSTM_REFUSAL)
     if options.data_format not in tagging.DATA_FORMATS:
@@ -377,8 +380,11 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
         from bert_tf.tasks.ner.export import export_tagger
 
         checkpoint = best_checkpoint.prediction_checkpoint(output_dir, options.predict_from)
+        model = precision.model_in_dtype(
+            training.load_model(task, run_config, checkpoint=checkpoint), task.build_model,
+            options.export_dtype)
         out["export_dir"] = export_tagger(
-            training.load_model(task, run_config, checkpoint=checkpoint), options.export_dir,
+            model, options.export_dir,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
             labels, options.max_seq_length, options.window_overlap, options.data_format == "char",
             decoder=lambda outputs, weights: task.decoded({"label_weights": weights}, outputs))

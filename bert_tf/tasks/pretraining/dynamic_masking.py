@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.errors import UserError
 from bert_tf.records import datasets, features, tfrecord
 from bert_tf.tasks.pretraining import ngram_masking
 
@@ -34,6 +35,14 @@ class MaskingOptions:
     ngram: int = 1
     mask_token_id: int = 103
     vocab_size: int = 30522
+    # Of the chosen tokens, this fraction becomes [MASK]; of the others, `keep_fraction` keep
+    # their token and the rest get a random id (BERT: 80%, then half of 20%: 10% / 10%).
+    mask_fraction: float = 0.8
+    keep_fraction: float = 0.5
+
+
+# ELECTRA (google-research/electra's pretrain_helpers.mask): 85% [MASK], 15% kept, no random id.
+ELECTRA_REPLACEMENT = {"mask_fraction": 0.85, "keep_fraction": 1.0}
 
 
 def is_unmasked_file(path: str) -> bool:
@@ -69,17 +78,27 @@ def read_masking_options(files: Sequence[str], max_seq_length: int,
 
 def pretraining_dataset(input_patterns: str, schema: features.Schema, batch_size: int, *,
                         is_training: bool, input_context: tf.distribute.InputContext | None,
-                        seed: int, drop_remainder: bool, repeat: bool = False) -> tf.data.Dataset:
+                        seed: int, drop_remainder: bool, repeat: bool = False,
+                        electra: bool = False) -> tf.data.Dataset:
     """Batches of pretraining features from static or unmasked records (detected per input).
 
     Args:
       schema: the static `features.pretraining_schema`; its lengths are the flags' values.
+      electra: ELECTRA's masks (`ELECTRA_REPLACEMENT`) and a `sampling_seed` int32 [B,2] per
+        batch (the seeds of the generator's sampling noise); unmasked records only.
       Others as `datasets.record_dataset`.
+
+    Raises:
+      UserError: `electra` on static records (their masks are BERT's, fixed when written).
     """
     files = datasets.resolve_input_files(input_patterns)
     unmasked = [is_unmasked_file(path) for path in files]
     kwargs = dict(is_training=is_training, input_context=input_context, seed=seed,
                   drop_remainder=drop_remainder, repeat=repeat)
+    if electra and not all(unmasked):
+        raise UserError(f"{files[unmasked.index(False)]}: --objective=electra draws ELECTRA's "
+                        f"masks (85% [MASK], 15% kept) as it reads: write the records with "
+                        f"create_pretraining_data.py --dynamic_masking")
     if not any(unmasked):
         return datasets.record_dataset(files, schema, batch_size, **kwargs)
     if not all(unmasked):
@@ -87,12 +106,21 @@ def pretraining_dataset(input_patterns: str, schema: features.Schema, batch_size
                          f"unmasked ones ({files[unmasked.index(True)]}, --dynamic_masking); use one kind")
     seq = schema.by_name["input_ids"].length
     options = read_masking_options(files, seq, schema.by_name["masked_lm_positions"].length)
+    if electra:
+        options = dataclasses.replace(options, **ELECTRA_REPLACEMENT)
     dataset = datasets.record_dataset(files, features.unmasked_pretraining_schema(seq), batch_size, **kwargs)
     pipeline_id = input_context.input_pipeline_id if input_context else 0
     base_seed = tf.constant([seed, pipeline_id], tf.int64)
 
     def mask(batch_index, batch):
-        return mask_batch(batch, tf.random.experimental.stateless_fold_in(base_seed, batch_index), options)
+        batch_seed = tf.random.experimental.stateless_fold_in(base_seed, batch_index)
+        masked = mask_batch(batch, batch_seed, options)
+        if electra:
+            rows = tf.shape(batch["input_ids"])[0]
+            masked["sampling_seed"] = tf.random.stateless_uniform(
+                [rows, 2], tf.random.experimental.stateless_fold_in(batch_seed, -1),
+                minval=None, maxval=None, dtype=tf.int32)
+        return masked
 
     return dataset.enumerate().map(mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True) \
         .prefetch(tf.data.AUTOTUNE)
@@ -208,8 +236,8 @@ def _replace(input_ids: tf.Tensor, chosen: tf.Tensor, options: MaskingOptions, s
     labels = tf.where(real, tf.gather(input_ids, positions, batch_dims=1), 0)
     uniforms = tf.random.stateless_uniform([3, batch, preds], seed)
     random_ids = tf.cast(uniforms[2] * options.vocab_size, tf.int32)
-    replacement = tf.where(uniforms[0] < 0.8, options.mask_token_id,
-                           tf.where(uniforms[1] < 0.5, labels, random_ids))
+    replacement = tf.where(uniforms[0] < options.mask_fraction, options.mask_token_id,
+                           tf.where(uniforms[1] < options.keep_fraction, labels, random_ids))
     # padding predictions rewrite position 0 ([CLS]) with its own id: no change
     replacement = tf.where(real, replacement, input_ids[:, :1])
     rows = tf.broadcast_to(tf.range(batch)[:, None], [batch, preds])

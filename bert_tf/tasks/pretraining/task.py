@@ -1,4 +1,5 @@
-"""Masked-LM + next-sentence pretraining: what `run_pretraining.py` runs.
+"""Masked-LM + next-sentence pretraining (or ELECTRA's replaced-token detection,
+`--objective=electra`: electra.py): what `run_pretraining.py` runs.
 
 `run_pretraining(options, run_config, strategy)` trains on the records of
 create_pretraining_data.py through the shared loop (`bert_tf.training.loop`) and writes:
@@ -29,7 +30,7 @@ from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets, features, tfrecord
-from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining import dynamic_masking, electra
 from bert_tf.training import log as training_log, loop as training
 
 GOOGLE_CHECKPOINT_DIR = "google_checkpoint"
@@ -65,6 +66,10 @@ class PretrainingOptions:
     vocab_file: str | None = None
     spm_model_file: str | None = None
     do_lower_case: bool = True
+    # "bert" (masked LM + next sentence) or "electra" (replaced-token detection, electra.py).
+    objective: str = "bert"
+    generator_hidden_size: float = electra.GENERATOR_HIDDEN_SIZE
+    disc_weight: float = electra.DISC_WEIGHT
 
 
 def _accuracy(logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor
@@ -107,13 +112,14 @@ class PretrainingTask(training.Task):
 
 
 def _input_fn(patterns: str, schema: features.Schema, is_training: bool, seed: int,
-              repeat: bool = False):
+              repeat: bool = False, electra_objective: bool = False):
     def input_fn(input_context: tf.distribute.InputContext, batch_size: int) -> tf.data.Dataset:
         # drop_remainder in eval too, as the original: every eval batch is full (TPU shapes).
         # Static records are read as they are; unmasked ones (--dynamic_masking) are masked here.
         return dynamic_masking.pretraining_dataset(patterns, schema, batch_size, is_training=is_training,
                                                    input_context=input_context, seed=seed,
-                                                   drop_remainder=True, repeat=repeat)
+                                                   drop_remainder=True, repeat=repeat,
+                                                   electra=electra_objective)
     return input_fn
 
 
@@ -130,7 +136,14 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     bert_config = model_config.resolve_model_config(
         options.bert_config_file, run_config.init_checkpoint, run_config.output_dir,
         max_seq_length=options.max_seq_length)
-    task = PretrainingTask(bert_config)
+    electra_objective = options.objective == "electra"
+    if options.objective not in ("bert", "electra"):
+        raise UserError(f"--objective={options.objective}: expected bert or electra")
+    if electra_objective and options.export_hf_dir:
+        raise UserError("--export_hf_dir is not written for --objective=electra: export the run "
+                        "with --export_google_checkpoint (google-research/electra's layout)")
+    task = (electra.ElectraTask(bert_config, options.generator_hidden_size, options.disc_weight)
+            if electra_objective else PretrainingTask(bert_config))
     schema = features.pretraining_schema(options.max_seq_length, options.max_predictions_per_seq)
     # Validate every input before hours of training, not after.
     _check_first_record(datasets.resolve_input_files(options.input_file), schema,
@@ -142,7 +155,8 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     results: dict[str, float] = {}
     if options.do_train:
         results = training.train(task, run_config,
-                                 _input_fn(options.input_file, schema, True, run_config.seed),
+                                 _input_fn(options.input_file, schema, True, run_config.seed,
+                                           electra_objective=electra_objective),
                                  strategy)
         if options.export_google_checkpoint and training.is_chief(strategy):
             prefix = os.path.join(run_config.output_dir, GOOGLE_CHECKPOINT_DIR, "bert_model.ckpt")
@@ -150,10 +164,13 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     if options.do_eval:
         results = training.evaluate(task, run_config,
                                     _input_fn(eval_files, schema, False, run_config.seed,
-                                              repeat=_repeat_eval(options, run_config)),
+                                              repeat=_repeat_eval(options, run_config),
+                                              electra_objective=electra_objective),
                                     strategy)
         if training.is_chief(strategy):
-            _write_eval_results(run_config.output_dir, results)
+            _write_eval_results(run_config.output_dir, results,
+                                electra.METRIC_NAMES if electra_objective else
+                                EVAL_RESULT_NAMES)
     if options.export_hf_dir and training.is_chief(strategy):
         hf_export.export_hf_directory(
             training.load_model(task, run_config), options.export_hf_dir,
@@ -188,9 +205,11 @@ def _check_first_record(files: list[str], schema: features.Schema, vocab_size: i
                                 "model's vocabulary (or give a config that fits them)")
 
 
-def _write_eval_results(output_dir: str, results: Mapping[str, float]) -> None:
-    """eval_results.txt with the original's keys and number formats (float32, int step)."""
-    values = {name: np.float32(results[name]) for name in EVAL_RESULT_NAMES}
+def _write_eval_results(output_dir: str, results: Mapping[str, float],
+                        names: tuple[str, ...]) -> None:
+    """eval_results.txt with the original's keys (`names`) and number formats (float32, int
+    step)."""
+    values = {name: np.float32(results[name]) for name in names}
     values["global_step"] = int(results["global_step"])
     path = os.path.join(output_dir, "eval_results.txt")
     training_log.write_eval_results(path, values)

@@ -30,6 +30,7 @@ from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
+from bert_tf.serving import precision
 from bert_tf.tasks.squad import (examples as squad, postprocess as squad_postprocess,
                                  records as squad_records)
 from bert_tf.tasks.squad import metrics as squad_metrics
@@ -60,6 +61,7 @@ class SquadOptions(finetuning.FinetuningOptions):
     verbose_logging: bool = False
     null_score_diff_threshold: float | str = 0.0
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/squad/export.py)
+    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
 
     @property
     def features(self) -> squad_records.FeatureSettings:
@@ -153,6 +155,7 @@ def _check(options: SquadOptions) -> None:
     if not (options.do_train or options.do_predict or options.export_dir or options.export_hf_dir):
         raise UserError("nothing to do: set --do_train, --do_predict, --export_dir and/or "
                         "--export_hf_dir")
+    precision.check_export_dtype(options.export_dtype)
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
@@ -264,8 +267,10 @@ def _export(options: SquadOptions, task: SpanTask, run_config: training.RunConfi
 
     threshold = export_threshold(options, run_config.output_dir, evaluation)
     checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir, options.predict_from)
+    model = precision.model_in_dtype(training.load_model(task, run_config, checkpoint=checkpoint),
+                                     task.build_model, options.export_dtype)
     export_dir = export_squad(
-        training.load_model(task, run_config, checkpoint=checkpoint), options.export_dir,
+        model, options.export_dir,
         in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
         options.max_seq_length, options.doc_stride, options.max_query_length,
         options.n_best_size, options.max_answer_length, options.do_lower_case, threshold)

@@ -112,7 +112,7 @@ def _cache(tmp_path, max_seq_length=12, task_name="sst-2"):
 
 def test_feature_cache_reuses_and_rebuilds(tmp_path):
     split = _cache(tmp_path).records("train")
-    assert split == (str(tmp_path / "train.tf_record"), 2)
+    assert split == (str(tmp_path / "train.tf_record"), 2, 2)  # records, texts
     first = os.stat(split.path).st_mtime_ns
     os.utime(split.path, ns=(first - 10**9, first - 10**9))  # any rewrite changes this
     assert _cache(tmp_path).records("train") == split

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import models
+from bert_tf.model.config import BertConfig
 from bert_tf.serving import ops
 from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, in_graph_tokenizer
 from bert_tf.tasks.classifier import export as serving
@@ -65,7 +66,63 @@ def classifier_run(tmp_path_factory):
                                     predict_batch_size=16, learning_rate=1e-3)
     classifier_task.run_classifier(options, run_config)
     return {"pairs": pairs, "export": str(directory / "export"), "vocab_file": vocab_file,
+            "config_file": config_file,
             "results": np.loadtxt(directory / "run" / "test_results.tsv", delimiter="\t", ndmin=2)}
+
+
+@pytest.fixture(scope="module")
+def long_text_runs(classifier_run, tmp_path_factory):
+    """The tiny model's vocabulary and sizes on single texts of 1 to 50 pieces (rows of 20):
+    trained one step on windows, then --do_predict and an export with windows (max of the
+    logits, overlapping) and, from the same checkpoint, with head+tail truncation."""
+    directory = tmp_path_factory.mktemp("long_text")
+    sentences = [a for a, _ in classifier_run["pairs"][:40]]
+    texts = [" ".join(sentences[i:i + 1 + i % 5]) for i in range(24)] + [""]
+    (directory / "data").mkdir()
+    for split, rows in (("train", texts[:8]), ("test", texts)):
+        (directory / "data" / f"{split}.tsv").write_text(
+            "sentence\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(rows)),
+            encoding="utf-8")
+    # The tiny model's sizes with large initial weights: its outputs then depend on the pieces
+    # (with 0.02 every text gets nearly the same probabilities).
+    config_file = str(directory / "bert_config.json")
+    BertConfig.from_json_file(classifier_run["config_file"]).replace(
+        initializer_range=0.5).to_json_file(config_file)
+    run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=8,
+                                    predict_batch_size=16, learning_rate=1e-4)
+    common = dict(task_name="custom", custom_spec={"text_a": "sentence", "label": "label"},
+                  data_dir=str(directory / "data"), bert_config_file=config_file,
+                  vocab_file=classifier_run["vocab_file"], max_seq_length=20, do_predict=True)
+    runs = {}
+    for name, options in (("chunks", dict(do_train=True, num_train_epochs=1.0, long_text="chunks",
+                                          chunk_stride=7, chunk_pooling="max")),
+                          ("head+tail", dict(truncation="head+tail", truncation_head_tokens=5))):
+        export_dir = str(directory / f"export_{name}")
+        classifier_task.run_classifier(classifier_task.ClassifierOptions(
+            **common, **options, export_dir=export_dir), run_config)
+        runs[name] = {"export": export_dir, "results": np.loadtxt(
+            directory / "run" / "test_results.tsv", delimiter="\t", ndmin=2)}
+    return {"texts": texts, **runs}
+
+
+@pytest.mark.parametrize("name", ["chunks", "head+tail"])
+def test_long_text_export_equals_do_predict(long_text_runs, name):
+    texts, run = long_text_runs["texts"], long_text_runs[name]
+    serve = tf.saved_model.load(run["export"]).signatures[SIGNATURE_KEY]
+    got = np.concatenate([serve(text_a=tf.constant(texts[i:i + 7]))["probabilities"].numpy()
+                          for i in range(0, len(texts), 7)])
+    assert run["results"].shape == (len(texts), 2)
+    np.testing.assert_allclose(got, run["results"], atol=1e-5)
+
+
+def test_long_text_options_rebuild_the_records(long_text_runs):
+    # Same checkpoint, other pieces: the test records were rebuilt for head+tail.
+    short = [i for i, t in enumerate(long_text_runs["texts"]) if len(t.split()) < 12]
+    long = [i for i, t in enumerate(long_text_runs["texts"]) if len(t.split()) > 30]
+    assert short and long
+    chunks, head_tail = long_text_runs["chunks"]["results"], long_text_runs["head+tail"]["results"]
+    np.testing.assert_allclose(chunks[short], head_tail[short], atol=1e-5)
+    assert np.abs(chunks[long] - head_tail[long]).max() > 1e-2
 
 
 def test_fresh_process_reproduces_test_results_from_raw_text(classifier_run, tmp_path):

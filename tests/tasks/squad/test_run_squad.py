@@ -207,10 +207,20 @@ def test_exports_reproduce_predictions_from_raw_text(trained, v2_run):
             "paragraphs"] for qa in p["qas"]]
         jobs.append({"export_dir": export_dir, "signature": "serving_default",
                      "inputs": {"question": [q for q, _ in qas], "context": [c for _, c in qas]}})
+    # The v1.1 checkpoint in bfloat16 (--export_dtype), on the same questions.
+    bf16_export = str(trained["root"] / "v1_export_bf16")
+    squad_task.run_squad(dataclasses.replace(export_only, export_dir=bf16_export,
+                                             export_dtype="bfloat16"), trained["run_config"])
+    assert ops.unservable_ops(bf16_export) == ops.bfloat16_ops_without_cpu_kernel(bf16_export) == []
+    jobs.append({**jobs[0], "export_dir": bf16_export})
     # Contexts without pieces only: no window in the whole batch, still one answer each.
     jobs.append({"export_dir": v2_results["export_dir"], "signature": "serving_default",
                  "inputs": {"question": ["Who?", ""], "context": ["", " \t\u202f"]}})
-    *outputs, no_windows = run_client(trained["root"], jobs)
+    *outputs, bf16, no_windows = run_client(trained["root"], jobs)
+    # bfloat16: the float32 export's answers, the scores within a few of bfloat16's 2⁻⁸ steps.
+    assert bf16["answer"] == outputs[0]["answer"]
+    scale = np.abs(outputs[0]["score"]).max()
+    np.testing.assert_allclose(bf16["score"], outputs[0]["score"], atol=0.02 * scale)
     assert (no_windows["answer"], no_windows["answer_start"], no_windows["has_answer"]) == \
         (["", ""], [-1, -1], [False, False])
     for (predict_file, out_dir, _), got in zip(runs, outputs):

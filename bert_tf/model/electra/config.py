@@ -1,0 +1,91 @@
+"""ElectraConfig: a BertConfig with google-research/electra's `embedding_size`, told apart by
+`"model_type": "electra"` (google-research/electra keeps its hyper-parameters in code, not in a
+file; bert_tf writes them as `electra_config.json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
+
+MODEL_TYPE = "electra"
+
+_HF_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+            "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
+            "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+            "initializer_range")
+
+
+def is_electra_dict(values: Mapping[str, Any]) -> bool:
+    """Whether config keys describe an ELECTRA model (`model_type` "electra")."""
+    return values.get("model_type") == MODEL_TYPE
+
+
+@dataclasses.dataclass(frozen=True)
+class ElectraConfig(BertConfig):
+    """Hyper-parameters of an ELECTRA encoder (discriminator or generator).
+
+    `embedding_size` (E) is the width of the embedding tables; None means the hidden size, as
+    google-research/electra's default. Where E differs from H, `embeddings_project` (Dense E → H)
+    runs after the embeddings' LayerNorm.
+    """
+
+    embedding_size: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        value = self.embedding_size
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value <= 0):
+            raise ConfigError(f"embedding_size must be a positive integer, got {value!r}")
+
+    @property
+    def embedding_width(self) -> int:
+        """E: the width of the embedding tables (H unless embedding_size says otherwise)."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def projects_embeddings(self) -> bool:
+        """Whether the embeddings are projected from E to H (`embeddings_project`)."""
+        return self.embedding_width != self.hidden_size
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "ElectraConfig":
+        return super().from_dict({k: v for k, v in values.items() if k != "model_type"})
+
+    def to_dict(self) -> dict[str, Any]:
+        """bert_config.json's keys, `embedding_size` and `"model_type": "electra"`."""
+        values = super().to_dict()
+        if values["embedding_size"] is None:
+            del values["embedding_size"]
+        return {**values, "model_type": MODEL_TYPE}
+
+    def generator(self, hidden_fraction: float) -> "ElectraConfig":
+        """The generator's config as google-research/electra's `get_generator_config`: hidden
+        size round(H · hidden_fraction), intermediate size 4 × that, one head per 64 units (at
+        least one); the tables' width E kept (the generator shares the discriminator's
+        embeddings)."""
+        if not 0.0 < hidden_fraction <= 1.0:
+            raise ConfigError(f"the generator's hidden fraction must be in (0, 1], got "
+                              f"{hidden_fraction!r}")
+        hidden = int(round(self.hidden_size * hidden_fraction))
+        return self.replace(hidden_size=hidden, intermediate_size=4 * hidden,
+                            num_attention_heads=max(1, hidden // 64),
+                            embedding_size=self.embedding_width)
+
+
+def electra_config_from_hf(values: Mapping[str, Any], source: str = "config.json"
+                           ) -> ElectraConfig:
+    """An ElectraConfig from the dict of a Hugging Face ELECTRA `config.json`.
+
+    `hidden_act` is translated so that the function stays the same (Hugging Face "gelu", ELECTRA's
+    default there, is the erf form: our "gelu_exact").
+    """
+    hidden_act = hf_hidden_act(values, source, default="gelu")
+    known = {key: values[key] for key in _HF_KEYS if key in values}
+    try:
+        return ElectraConfig.from_dict({**known, "hidden_act": hidden_act})
+    except (ConfigError, TypeError) as e:
+        raise ConfigError(f"{source}: {e}") from None
