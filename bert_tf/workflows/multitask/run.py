@@ -184,12 +184,13 @@ class MultitaskTask(training.Task):
         outputs = task.forward(model.task_models[k], batch, training=False)
         return sorted(task.losses(batch, outputs)), sorted(task.metrics(batch, outputs))
 
-    def forward(self, model, features, training):
+    def forward(self, model, features, training, static_shapes=False):
         def branch(k: int):
             def run():
                 task = self.tasks[k].loop_task
                 own = self.task_features(features, k)
-                outputs = task.forward(model.task_models[k], own, training=training)
+                outputs = task.forward(model.task_models[k], own, training=training,
+                                       static_shapes=static_shapes)
                 figures = self._zeros()
                 for term, value in task.losses(own, outputs).items():
                     figures[f"{self.names[k]}_{term}"] = tf.cast(value, tf.float32)
