@@ -86,7 +86,10 @@ def test_google_checkpoint_heads_are_restored(records, tmp_path, caplog):
     with caplog.at_level(logging.INFO):
         initialised = _evaluate(records_path, encoder_only, tmp_path / "run-encoder")
     assert "heads found: none; loaded: none; newly initialised: masked_lm, next_sentence" in caplog.text
-    assert abs(initialised["masked_lm_loss"] - masked_lm) > 0.1
+    # New heads are drawn from the process's random state: far from the restored heads' losses
+    # (which match to 1e-5), by an amount that depends on the draw.
+    assert abs(initialised["masked_lm_loss"] - masked_lm) > 1e-3
+    assert abs(initialised["next_sentence_loss"] - next_sentence) > 1e-3
 
 
 @pytest.fixture(scope="module")
