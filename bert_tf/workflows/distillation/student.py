@@ -82,11 +82,14 @@ def check_same_labels(teacher_labels: Sequence[str], student_labels: Sequence[st
 
 def copy_teacher_layers(student: keras.Model, teacher: keras.Model) -> None:
     """Copies the teacher's weights into a student of the teacher's width (the same model
-    class): embeddings, pooler and head as they are, student layer j from teacher layer
+    class): embeddings, pooler (where there is one) and head as they are, student layer j from
+    teacher layer
     `layer_map(...)[j]`."""
     mapped = layer_map(student.config.num_hidden_layers, teacher.config.num_hidden_layers)
     s_encoder, t_encoder = student.encoder, teacher.encoder
-    pairs = [(s_encoder.embeddings, t_encoder.embeddings), (s_encoder.pooler, t_encoder.pooler)]
+    pairs = [(s_encoder.embeddings, t_encoder.embeddings)]
+    if t_encoder.pooler is not None:  # ELECTRA has none: [CLS]'s vector is the pooled output
+        pairs.append((s_encoder.pooler, t_encoder.pooler))
     pairs += [(s_encoder.transformer_layers[j], t_encoder.transformer_layers[i])
               for j, i in enumerate(mapped)]
     encoder_ids = {id(v) for v in s_encoder.weights} | {id(v) for v in t_encoder.weights}

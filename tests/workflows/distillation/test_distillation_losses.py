@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
+from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.tasks.classifier.task import ClassifierTask
 from bert_tf.workflows.distillation import losses
 from bert_tf.workflows.distillation.student import (check_same_labels, copy_teacher_layers,
@@ -171,6 +172,18 @@ def test_fewer_layers_copy_the_mapped_teacher_layers():
                                   teacher.classifier.output_weights.numpy())
     np.testing.assert_array_equal(student.encoder.embeddings.word_embeddings.numpy(),
                                   teacher.encoder.embeddings.word_embeddings.numpy())
+
+
+def test_an_electra_teacher_without_pooler_is_copied_into_fewer_layers():
+    config = ElectraConfig(**{**dataclasses.asdict(TEACHER), "embedding_size": 16})
+    teacher = ClassifierTask(config, 3).build_model()
+    student = ClassifierTask(student_config(config, None, 2), 3).build_model()
+    assert teacher.encoder.pooler is None and student.encoder.pooler is None
+    copy_teacher_layers(student, teacher)
+    np.testing.assert_array_equal(student.encoder.transformer_layers[1].query.kernel.numpy(),
+                                  teacher.encoder.transformer_layers[3].query.kernel.numpy())
+    np.testing.assert_array_equal(student.encoder.embeddings.embeddings_project.kernel.numpy(),
+                                  teacher.encoder.embeddings.embeddings_project.kernel.numpy())
 
 
 def test_layer_map_and_its_errors():
