@@ -37,6 +37,8 @@ def full_errno(error: BaseException) -> int | None:
     """ENOSPC, EDQUOT or EFBIG if `error` is a file system running out of room, else None."""
     if isinstance(error, OSError) and error.errno in _FULL_ERRNOS:
         return error.errno
+    if isinstance(error, DiskFullError):  # an inner file's, named again by an outer write
+        return full_errno(error.__cause__) if error.__cause__ is not None else None
     if _is_tensorflow_error(error):
         return next((code for text, code in _FULL_MESSAGES.items() if text in error.message),
                     None)

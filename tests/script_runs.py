@@ -81,6 +81,7 @@ def _child(argv: list[str], cwd: str, env: dict, out_path: str, err_path: str) -
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             os.dup2(target, fd)
             os.close(target)
+        sys.stdout = sys.__stdout__  # the server's print()s go to stderr; the script's to fd 1
         os.chdir(cwd)
         script = os.path.abspath(argv[0])
         sys.argv = [script, *argv[1:]]

@@ -8,6 +8,7 @@ import importlib.resources
 import json
 import logging
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -315,46 +316,50 @@ def test_temporaries_of_dead_runs_are_deleted_at_start(tmp_path):
 
 
 # --------------------------------------------------------------------------- a full disk
+# A file-size limit (RLIMIT_FSIZE) makes writes past it fail with EFBIG, as a full disk fails
+# with ENOSPC, without privileges (mounting a small file system needs root).
+CACHE_LIMIT = 256  # below the classifier cache's records (394 bytes)
+DATA_LIMIT = 4096  # above the output lock's owner file, below the pretraining records
+
+
 @contextlib.contextmanager
-def _small_filesystem(path, size="64k"):
-    os.makedirs(path)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                             capture_output=True, text=True)
-    assert mounted.returncode == 0, f"cannot mount a tmpfs: {mounted.stderr}"
+def _file_size_limit(size: int):
+    """This process's files may not grow past `size` bytes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
     try:
-        yield path
+        yield
     finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
-        os.rmdir(path)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
 
 
-def _fill(directory, leave_pages: int) -> None:
-    """Fills a file system up, then frees `leave_pages` pages of 4 KB."""
-    filler = os.path.join(directory, "filler")
-    with open(filler, "wb", buffering=0) as f:
-        with contextlib.suppress(OSError):
-            while True:
-                f.write(bytes(4096))
-    os.truncate(filler, max(0, os.path.getsize(filler) - 4096 * leave_pages))
+def _limit_file_size():
+    """In a child before it runs: files may not grow past DATA_LIMIT."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE,
+                       (DATA_LIMIT, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_full_disk_errors_name_the_path(corpus, glue_tokenizer, tmp_path):
-    with _small_filesystem(tmp_path / "small") as small:
-        _fill(small, leave_pages=0)
-        with pytest.raises(OSError) as caught:
-            _classifier_cache(glue_tokenizer, small).records("train")
-        message = cli.user_error_message(caught.value)
-        assert message.startswith(f"{small / 'train.tf_record'}: no space left on device"), message
-        _fill(small, leave_pages=2)  # room for the lock's owner file, not for the records
-        data = subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
-                               f"--input_file={corpus}", f"--output_file={small}/out.tfrecord",
-                               f"--vocab_file={MINILM_VOCAB}", "--max_seq_length=128", "--progress=false"],
-                              env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True)
-        errors = [line for line in data.stderr.splitlines() if line.startswith("error:")]
-        assert data.returncode == 1 and len(errors) == 1, data.stderr[-2000:]
-        assert errors[0].startswith(f"error: {small}/.out.tfrecord.parts-"), errors
-        assert ".tfrecord: no space left on device while writing it" in errors[0], errors
+    cache_dir, data_dir = tmp_path / "cache", tmp_path / "data"
+    cache_dir.mkdir()
+    with _file_size_limit(CACHE_LIMIT), pytest.raises(OSError) as caught:
+        _classifier_cache(glue_tokenizer, cache_dir).records("train")
+    message = cli.user_error_message(caught.value)
+    assert message.startswith(f"{cache_dir}/train.tf_record") and "file too large" in message, message
+    assert not [name for name in os.listdir(cache_dir) if name.startswith("train.tf_record")]
+    data_dir.mkdir()
+    data = subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+                           f"--input_file={corpus}", f"--output_file={data_dir}/out.tfrecord",
+                           f"--vocab_file={MINILM_VOCAB}", "--max_seq_length=128", "--progress=false"],
+                          env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
+                          preexec_fn=_limit_file_size)
+    errors = [line for line in data.stderr.splitlines() if line.startswith("error:")]
+    assert data.returncode == 1 and len(errors) == 1, data.stderr[-2000:]
+    assert errors[0].startswith(f"error: {data_dir}/out.tfrecord"), errors
+    assert "file too large" in errors[0], errors
 
 
 def test_writing_gives_a_path_to_errors_without_one(tmp_path):

@@ -43,9 +43,7 @@ exports) the variables are bfloat16 too.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 from typing import Callable
 
 import keras
@@ -390,29 +388,6 @@ class TransformerBlock(keras.layers.Layer):
         return (x, scores) if return_attention_scores else x
 
 
-_KEEP_PADDING = threading.local()
-
-
-@contextlib.contextmanager
-def keep_padding(static_shapes: bool = True):
-    """Encoders traced inside this context compute padding positions too.
-
-    A tracing-time switch for the code that builds the step (the span model, XLA steps); a
-    caller that wants the original's values at padding whatever traces the encoder builds it
-    with `BertEncoder(..., compute_padding=True)` instead.
-
-    `static_shapes` (for XLA, which would recompile for every new shape) also attends all S keys;
-    False lets attention stop at the batch's longest row (`TokenLayout`): the same numbers.
-    Nested contexts keep static shapes if any of them asks for them.
-    """
-    previous = (getattr(_KEEP_PADDING, "on", False), getattr(_KEEP_PADDING, "static", False))
-    _KEEP_PADDING.on, _KEEP_PADDING.static = True, previous[1] or static_shapes
-    try:
-        yield
-    finally:
-        _KEEP_PADDING.on, _KEEP_PADDING.static = previous
-
-
 class BertEncoder(keras.Model):
     """The BERT encoder. Call with a dict of int32 [B,S] tensors:
 
@@ -428,8 +403,11 @@ class BertEncoder(keras.Model):
     Padding: by default the encoder skips the padding positions of rows that have real tokens
     (the speed comes from there): `sequence_output` and `encoder_outputs` are zeros there, while
     the original computes every position. Every real position, the first position and rows of
-    padding only hold the original's values. `compute_padding=True` (or tracing inside
-    `keep_padding()`) computes every position as the original does.
+    padding only hold the original's values. `compute_padding=True` (at construction, or as a
+    call argument for that call) computes every position as the original does; attention then
+    stops at the batch's longest row (`TokenLayout.key_length`: the same numbers).
+    `static_shapes=True` (a call argument, for XLA and TPUs, which need static shapes) computes
+    every position and attends all S keys.
 
     `output_positions` (int [B,P]) asks for the last layer at those positions
     only (and at [CLS], for the pooler): the outputs are then `selected_output` [B,P,H] and
@@ -445,8 +423,8 @@ class BertEncoder(keras.Model):
           dtype: a Keras dtype policy or its name ("float32", "mixed_bfloat16",
             "mixed_float16"); default: the global policy.
           compute_padding: compute the padding positions too, as the original (slower on
-            padded batches); False skips them (zeros in `sequence_output`), unless traced
-            inside `keep_padding()`.
+            padded batches); False skips them (zeros in `sequence_output`), unless a call
+            asks for them.
         """
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.config = config
@@ -487,15 +465,19 @@ class BertEncoder(keras.Model):
         return self.embeddings.word_embeddings
 
     def call(self, inputs: dict, training=False, output_positions: tf.Tensor | None = None,
-             output_attention_scores: bool = False) -> dict:
+             output_attention_scores: bool = False, compute_padding: bool | None = None,
+             static_shapes: bool = False) -> dict:
+        """`compute_padding`: this call's choice (default: the encoder's own);
+        `static_shapes`: every position and all S keys (XLA, TPUs). See the class docstring."""
         input_ids = tf.convert_to_tensor(inputs["input_ids"])
         input_mask = inputs.get("input_mask")
         input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
         segment_ids = inputs.get("segment_ids")
         segment_ids = tf.zeros_like(input_ids) if segment_ids is None else segment_ids
-        keep = self.compute_padding or getattr(_KEEP_PADDING, "on", False)
-        layout = TokenLayout(input_mask, remove_padding=not keep,
-                             static_shapes=getattr(_KEEP_PADDING, "static", False))
+        if compute_padding is None:
+            compute_padding = self.compute_padding
+        layout = TokenLayout(input_mask, remove_padding=not (compute_padding or static_shapes),
+                             static_shapes=static_shapes)
         x = self.embeddings(input_ids, segment_ids, layout=layout, training=training)  # [T,H]
         blocks = self.transformer_layers
         hidden_size = self.config.hidden_size

@@ -1,7 +1,9 @@
 """Encoder + head models. Each is a keras.Model with an `.encoder` (a `BertEncoder`, or its
 subclass `AlbertEncoder` for an ALBERT config), called with
 the features dict (int32 `input_ids, input_mask, segment_ids` [B,S], plus `masked_lm_positions`
-[B,P] for pretraining) and returning a dict of float32 logits.
+[B,P] for pretraining) and returning a dict of float32 logits. `static_shapes=True` (the
+training loop's choice under XLA and on TPUs) has the encoder compute every position and attend
+all S keys, shapes that do not depend on the batch's padding.
 
 All variables exist as soon as a model is constructed; `tf.train.Checkpoint(model=m)` tracks
 them by the attribute paths documented in `modeling` and `heads`.
@@ -12,7 +14,6 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf.model.encoder import keep_padding
 from bert_tf.model import heads
 from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.config import BertConfig
@@ -44,11 +45,12 @@ class PretrainingModel(_EncoderModel):
         self.next_sentence = heads.NextSentence(config, name="next_sentence", dtype=policy)
         self.built = True
 
-    def call(self, features: dict, training=False) -> dict:
+    def call(self, features: dict, training=False, static_shapes: bool = False) -> dict:
         """→ `masked_lm_logits` [B,P,V], `next_sentence_logits` [B,2] (float32)."""
         # The last layer runs only where the heads read: [CLS] and the masked positions.
         outputs = self.encoder(features, training=training,
-                               output_positions=features["masked_lm_positions"])
+                               output_positions=features["masked_lm_positions"],
+                               static_shapes=static_shapes)
         return {
             "masked_lm_logits": self.masked_lm(outputs["selected_output"],
                                                embedding_table=self.encoder.embedding_table),
@@ -71,12 +73,12 @@ class ClassifierModel(_EncoderModel):
                                            dtype=self.dtype_policy)
         self.built = True
 
-    def call(self, features: dict, training=False) -> dict:
+    def call(self, features: dict, training=False, static_shapes: bool = False) -> dict:
         """→ `logits` [B,num_labels] (float32)."""
         # The head reads [CLS] only: the last layer computes no other position past its keys.
         no_positions = tf.zeros([tf.shape(features["input_ids"])[0], 0], tf.int32)  # [B,0]
-        pooled = self.encoder(features, training=training,
-                              output_positions=no_positions)["pooled_output"]
+        pooled = self.encoder(features, training=training, output_positions=no_positions,
+                              static_shapes=static_shapes)["pooled_output"]
         return {"logits": self.classifier(pooled, training=training)}
 
 
@@ -88,13 +90,13 @@ class SpanModel(_EncoderModel):
         self.span = heads.Span(config, name="span", dtype=self.dtype_policy)
         self.built = True
 
-    def call(self, features: dict, training=False) -> dict:
+    def call(self, features: dict, training=False, static_shapes: bool = False) -> dict:
         """→ `start_logits` [B,S], `end_logits` [B,S] (float32)."""
         # The original's span loss is a softmax over every position, padding included, so the
         # padding positions are computed as the original computes them (attention still stops
-        # at the longest window: the keys past it weigh exactly 0).
-        with keep_padding(static_shapes=False):
-            sequence = self.encoder(features, training=training)["sequence_output"]
+        # at the longest window unless static_shapes: the keys past it weigh exactly 0).
+        sequence = self.encoder(features, training=training, compute_padding=True,
+                                static_shapes=static_shapes)["sequence_output"]
         start_logits, end_logits = self.span(sequence)
         return {"start_logits": start_logits, "end_logits": end_logits}
 
@@ -119,10 +121,11 @@ class TokenClassifierModel(_EncoderModel):
         self.crf = heads.CrfScores(num_labels, name="crf") if crf else None
         self.built = True
 
-    def call(self, features: dict, training=False) -> dict:
+    def call(self, features: dict, training=False, static_shapes: bool = False) -> dict:
         """→ `logits` [B,S,num_labels] (float32), with a CRF also its `transitions` [C,C],
         `start_scores` [C] and `end_scores` [C]."""
-        sequence = self.encoder(features, training=training)["sequence_output"]  # [B,S,H]
+        sequence = self.encoder(features, training=training,
+                                static_shapes=static_shapes)["sequence_output"]  # [B,S,H]
         if self.lstm is not None:
             sequence = self.lstm(sequence, mask=tf.cast(features["input_mask"], tf.bool),
                                  training=training)  # [B,S,2·lstm_size]

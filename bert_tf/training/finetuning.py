@@ -127,8 +127,9 @@ class EncoderTask(training.Task):
     other features (labels, weights, ids) are for the loss, metrics and predictions."""
 
     def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
-                training: bool) -> Mapping[str, tf.Tensor]:
-        return model({name: features[name] for name in MODEL_INPUTS}, training=training)
+                training: bool, static_shapes: bool = False) -> Mapping[str, tf.Tensor]:
+        return model({name: features[name] for name in MODEL_INPUTS}, training=training,
+                     static_shapes=static_shapes)
 
     def with_bert_config(self, bert_config: BertConfig) -> "EncoderTask":
         """The same task (head, labels, losses) over a model of another config (a distillation

@@ -107,8 +107,12 @@ class Task:
         raise NotImplementedError
 
     def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
-                training: bool) -> Mapping[str, tf.Tensor]:
-        """The model's outputs for one batch."""
+                training: bool, static_shapes: bool = False) -> Mapping[str, tf.Tensor]:
+        """The model's outputs for one batch. `static_shapes`: the step's shapes must not depend
+        on the batch's padding (XLA, TPUs); the models of `bert_tf.model.models` pass it on to
+        their encoder. A model of one's own is called with it only when it is set."""
+        if static_shapes:
+            return model(features, training=training, static_shapes=True)
         return model(features, training=training)
 
     def loss_normalizers(self, features: Mapping[str, tf.Tensor]) -> Mapping[str, tf.Tensor]:
@@ -384,9 +388,11 @@ def evaluate(task: Task, config: RunConfig, input_fn: InputFn,
     strategy = strategy or tf.distribute.get_strategy()
     run, eval_step = _restored_step(task, config, strategy, checkpoint,
                                     training_steps.make_eval_step)
+    dataset = _traced_for_input(eval_step, _distribute(strategy, input_fn,
+                                                       config.eval_batch_size))
     totals: dict[str, float] = {}
     batches = 0
-    for features in _distribute(strategy, input_fn, config.eval_batch_size):
+    for features in dataset:
         if config.max_eval_steps is not None and batches >= config.max_eval_steps:
             break
         figures = training_steps.first_replica(strategy, eval_step(features))
@@ -408,7 +414,8 @@ def predict(task: Task, config: RunConfig, input_fn: InputFn,
     strategy = strategy or tf.distribute.get_strategy()
     _, predict_step = _restored_step(task, config, strategy, checkpoint,
                                      training_steps.make_predict_step)
-    for features in _distribute(strategy, input_fn, config.predict_batch_size):
+    for features in _traced_for_input(predict_step, _distribute(strategy, input_fn,
+                                                                config.predict_batch_size)):
         outputs = predict_step(features)
         # Replicas take consecutive batches of the one pipeline: concatenating keeps input order.
         batch = {name: np.concatenate([np.asarray(v) for v in
@@ -434,8 +441,8 @@ def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strate
     """The restored run and a tf.function running `make_step(task, model)` on every replica.
 
     A later call for the same task, strategy, dtype and step kind restores its checkpoint into
-    the model of the first and reuses that step: repeated evaluate()/predict() calls (after each
-    epoch, say) trace once. Only a call that restores a checkpoint of the run reuses a model, as
+    the model of the first and reuses that step: repeated evaluate()/predict() calls (each
+    evaluation during training, say) trace once (see `_traced_for_input`). Only a call that restores a checkpoint of the run reuses a model, as
     restoring overwrites every variable; an init_checkpoint may not (a head it lacks).
     """
     steps = getattr(task, "__dict__", {}).setdefault("_bert_tf_restored_steps", {})
@@ -451,13 +458,25 @@ def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strate
     with strategy.scope():
         step_fn = make_step(task, run.model)
 
-    # Batches trimmed to their longest sequence ([B,None]) come in several lengths: one trace
-    # generalised to all of them rather than one per length.
-    @tf.function(autograph=False, reduce_retracing=True)
+    @tf.function(autograph=False)
     def distributed_step(features):
         return strategy.run(step_fn, args=(features,))
     steps[key] = (run, distributed_step, strategy)
     return run, distributed_step
+
+
+def _traced_for_input(step: tf.types.experimental.PolymorphicFunction,
+                      dataset: tf.distribute.DistributedDataset
+                      ) -> tf.distribute.DistributedDataset:
+    """`dataset`, once `step` is traced for its element spec.
+
+    The spec holds None where batches differ (the length of batches trimmed to their longest
+    sequence, the size of a last partial batch): every batch then runs that one trace, where
+    tracing at the first batch's shape would trace again at the first other shape. The same
+    spec at a later call (the next evaluation) finds the trace made.
+    """
+    step.get_concrete_function(dataset.element_spec)
+    return dataset
 
 
 def load_model(task: Task, config: RunConfig, *, checkpoint: str | None = None) -> keras.Model:

@@ -24,8 +24,6 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
-from bert_tf.model.encoder import keep_padding
-
 SUM = tf.distribute.ReduceOp.SUM
 # Figures reported at their last step's value rather than summed over a loop's steps.
 LAST_VALUE_FIGURES = ("learning_rate",)
@@ -87,14 +85,6 @@ def _split(features: Mapping[str, tf.Tensor], parts: int) -> dict[str, tf.Tensor
     return {name: split(tensor) for name, tensor in features.items()}
 
 
-def _forward(task, model, features, training: bool, static_shapes: bool):
-    """task.forward; with `static_shapes` (XLA, TPU) the encoder keeps the padding positions."""
-    if not static_shapes:
-        return task.forward(model, features, training=training)
-    with keep_padding():
-        return task.forward(model, features, training=training)
-
-
 def _needs_static_shapes(jit_compile: bool = False) -> bool:
     return jit_compile or isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
 
@@ -117,7 +107,8 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
 
     def gradients(features, normalizers):
         with tf.GradientTape() as tape:
-            outputs = _forward(task, model, features, True, static_shapes)
+            outputs = task.forward(model, features, training=True,
+                                   static_shapes=static_shapes)
             losses = task.losses(features, outputs)
             loss = _loss(task, losses, normalizers)
             if loss_scale:
@@ -185,7 +176,7 @@ def make_eval_step(task, model) -> Callable[[Mapping[str, tf.Tensor]], dict]:
 
     def step(features):
         normalizers = _global_normalizers(task, features)
-        outputs = _forward(task, model, features, False, static_shapes)
+        outputs = task.forward(model, features, training=False, static_shapes=static_shapes)
         return _figures(task, task.losses(features, outputs), normalizers,
                         task.metrics(features, outputs))
     return step
@@ -196,7 +187,7 @@ def make_predict_step(task, model) -> Callable[[Mapping[str, tf.Tensor]], dict]:
     static_shapes = _needs_static_shapes()
 
     def step(features):
-        outputs = _forward(task, model, features, False, static_shapes)
+        outputs = task.forward(model, features, training=False, static_shapes=static_shapes)
         return task.predictions(features, outputs)
     return step
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.model import encoder as encoder_lib
 from bert_tf.model import heads, models
 
 B, S, P = 7, 13, 3
@@ -106,13 +105,13 @@ def test_span_and_token_classifier_formulas(tiny_config):
     model = models.span_model(tiny_config)
     _randomise(model.span)
     features = _features(tiny_config)
-    with encoder_lib.keep_padding():  # the span model computes every position, as the original
-        sequence = model.encoder(features)["sequence_output"].numpy()
+    # The span model computes every position, as the original.
+    sequence = model.encoder(features, compute_padding=True)["sequence_output"].numpy()
     w, b = model.span.output_weights.numpy(), model.span.output_bias.numpy()
     assert w.shape == (2, tiny_config.hidden_size)
-    out = model(features)
-    np.testing.assert_allclose(out["start_logits"].numpy(), sequence @ w[0] + b[0], atol=1e-5)
-    np.testing.assert_allclose(out["end_logits"].numpy(), sequence @ w[1] + b[1], atol=1e-5)
+    for out in (model(features), model(features, static_shapes=True)):  # the latter: XLA's step
+        np.testing.assert_allclose(out["start_logits"].numpy(), sequence @ w[0] + b[0], atol=1e-5)
+        np.testing.assert_allclose(out["end_logits"].numpy(), sequence @ w[1] + b[1], atol=1e-5)
 
     tagger = models.token_classifier_model(tiny_config, num_labels=4)
     _randomise(tagger.token_classifier)

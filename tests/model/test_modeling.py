@@ -117,16 +117,16 @@ def test_forward_equals_numpy_reference_with_padding(tiny_config):
     np.testing.assert_allclose(out["pooled_output"].numpy(), want_pooled, atol=2e-5)
     # Padding positions are not computed at all: their outputs are zeros...
     assert not out["sequence_output"].numpy()[~real].any()
-    # ...unless the padding is kept (static shapes, for XLA), when every position is the original's.
-    with encoder_lib.keep_padding():
-        kept = encoder(features)
-    np.testing.assert_allclose(kept["sequence_output"].numpy(), want_seq, atol=2e-5)
-    np.testing.assert_allclose(kept["pooled_output"].numpy(), want_pooled, atol=2e-5)
+    # ...unless the call asks for them (or for static shapes, for XLA): every position is then
+    # the original's.
+    for kept in (encoder(features, compute_padding=True), encoder(features, static_shapes=True)):
+        np.testing.assert_allclose(kept["sequence_output"].numpy(), want_seq, atol=2e-5)
+        np.testing.assert_allclose(kept["pooled_output"].numpy(), want_pooled, atol=2e-5)
 
 
 def test_compute_padding_is_the_encoders_own_choice_wherever_it_is_traced(tiny_config):
     """BertEncoder(compute_padding=True) computes every position as the original, also in a
-    tf.function traced outside any keep_padding(); the default skips padding (zeros there)."""
+    tf.function of the caller's; the default skips padding (zeros there)."""
     original = BertEncoder(tiny_config, compute_padding=True)
     _randomise(original)
     skipping = BertEncoder(tiny_config)
@@ -143,19 +143,19 @@ def test_compute_padding_is_the_encoders_own_choice_wherever_it_is_traced(tiny_c
         assert not out["sequence_output"].numpy()[~computed].any()
 
 
-@pytest.mark.parametrize("compute_padding", [False, True])
-def test_output_positions_with_attention_cut_at_the_longest_row(tiny_config, compute_padding):
-    """keep_padding(static_shapes=False) attends the first K keys; output_positions still reads
-    the original's values, at real positions and (with padding computed) at padding ones."""
-    encoder = BertEncoder(tiny_config, compute_padding=compute_padding)
+@pytest.mark.parametrize("built_with, called_with", [(False, True), (True, None)])
+def test_output_positions_with_attention_cut_at_the_longest_row(tiny_config, built_with,
+                                                                called_with):
+    """Padding computed (the call's choice, else the encoder's own) attends the first K keys;
+    output_positions still reads the original's values, at real positions and at padding ones."""
+    encoder = BertEncoder(tiny_config, compute_padding=built_with)
     _randomise(encoder)
     features = _features(tiny_config, lengths=[9, 3, 5, 8, 2, 9, 7])  # K = 9 < S
     positions = tf.constant([[1, 8, 0], [2, 1, 12], [4, 3, 1], [7, 5, 10], [1, 0, 3],
                              [8, 2, 6], [6, 5, 11]], tf.int32)  # 12, 10, 3, 11: padding
     want = np.take_along_axis(_np_encoder(encoder, features)[0],
                               positions.numpy()[:, :, None], axis=1)
-    with encoder_lib.keep_padding(static_shapes=False):
-        selected = encoder(features, output_positions=positions)
+    selected = encoder(features, output_positions=positions, compute_padding=called_with)
     np.testing.assert_allclose(selected["selected_output"].numpy(), want, atol=2e-5)
 
 
@@ -186,8 +186,9 @@ def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
                           tf.float32)
 
     def outputs_and_gradients(static_shapes):
-        with tf.GradientTape() as tape, encoder_lib.keep_padding(static_shapes):
-            sequence = encoder(features)["sequence_output"]  # [B,S,H]
+        with tf.GradientTape() as tape:
+            sequence = encoder(features, compute_padding=True,
+                               static_shapes=static_shapes)["sequence_output"]  # [B,S,H]
             # A span-like loss: a softmax over every position, padding included.
             logits = tf.einsum("bsh,h->bs", sequence, weights)
             loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -208,9 +209,10 @@ def test_attention_stops_at_the_longest_row_with_the_same_numbers(tiny_config):
         np.testing.assert_allclose(got, want, atol=1e-5 * scale, err_msg=path)
 
 
-def test_static_shapes_win_over_a_nested_keep_padding(tiny_config, monkeypatch):
-    """XLA's step wraps the span model's own keep_padding(static_shapes=False): all S keys (as
-    with the padding removed, where batches are already cut to their longest row)."""
+def test_static_shapes_attend_all_keys_whatever_the_padding_choice(tiny_config, monkeypatch):
+    """static_shapes (XLA's step, passed down through the span model that computes padding)
+    keeps all S keys and every position; padding computed alone cuts attention at the longest
+    row; padding removed needs no cut (its batches are already cut to their longest row)."""
     layouts = []
 
     class RecordedLayout(encoder_lib.TokenLayout):
@@ -221,14 +223,13 @@ def test_static_shapes_win_over_a_nested_keep_padding(tiny_config, monkeypatch):
     monkeypatch.setattr(encoder_lib, "TokenLayout", RecordedLayout)
     encoder = BertEncoder(tiny_config)
     features = _features(tiny_config, lengths=[9, 1, 5, 8, 2, 9, 7])
-    with encoder_lib.keep_padding(static_shapes=False):
-        encoder(features)
-    with encoder_lib.keep_padding(), encoder_lib.keep_padding(static_shapes=False):
-        encoder(features)
+    encoder(features, compute_padding=True)
+    encoder(features, compute_padding=True, static_shapes=True)
+    encoder(features, static_shapes=True)
     encoder(features)
-    assert [layout.key_length is None for layout in layouts] == [False, True, True]
+    assert [layout.key_length is None for layout in layouts] == [False, True, True, True]
     assert int(layouts[0].key_length) == 9
-    assert [layout.token_index is None for layout in layouts] == [True, True, False]
+    assert [layout.token_index is None for layout in layouts] == [True, True, True, False]
 
 
 def test_fully_padded_row_attends_like_the_original(tiny_config):
@@ -262,8 +263,7 @@ def test_padding_tokens_do_not_change_real_outputs(tiny_config):
     real = mask.astype(bool)
     # With the padding kept in the computation (XLA's static shapes) the padded positions see the
     # changed ids, so the test is not vacuous; without it they are never computed.
-    with encoder_lib.keep_padding():
-        a, b = encoder(features), encoder(changed)
+    a, b = encoder(features, static_shapes=True), encoder(changed, static_shapes=True)
     padded_change = a["sequence_output"].numpy()[~real] - b["sequence_output"].numpy()[~real]
     assert np.abs(padded_change).max() > 1e-3
     for a, b in ((a, b), (encoder(features), encoder(changed))):

@@ -15,7 +15,6 @@ import tensorflow as tf
 from bert_tf import modeling, optimization
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.model import compat_helpers
-from bert_tf.model.encoder import keep_padding
 
 
 @pytest.fixture(autouse=True)
@@ -98,8 +97,8 @@ def test_every_position_is_the_original_computation(tiny_config):
     mask = (np.arange(9)[None, :] < np.array([[9], [4], [6]])).astype(np.int32)
     ids, types = rng.integers(1, 99, size=(3, 9)) * mask, rng.integers(0, 2, size=(3, 9)) * mask
     model = modeling.BertModel(tiny_config, False, ids, mask, types)
-    with keep_padding():
-        expected = model.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": types})
+    expected = model.encoder({"input_ids": ids, "input_mask": mask, "segment_ids": types},
+                             static_shapes=True)
     np.testing.assert_allclose(model.get_sequence_output(), expected["sequence_output"], atol=1e-6)
     np.testing.assert_allclose(model.get_pooled_output(), expected["pooled_output"], atol=1e-6)
     padding = model.get_sequence_output().numpy()[mask == 0]

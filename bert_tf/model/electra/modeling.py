@@ -86,9 +86,10 @@ class DiscriminatorModel(keras.Model):
                                                dtype=self.dtype_policy)
         self.built = True
 
-    def call(self, features: dict, training=False) -> dict:
-        """→ `discriminator_logits` [B,S] (float32)."""
-        sequence = self.encoder(features, training=training)["sequence_output"]
+    def call(self, features: dict, training=False, static_shapes: bool = False) -> dict:
+        """→ `discriminator_logits` [B,S] (float32); `static_shapes` as `BertEncoder`'s."""
+        sequence = self.encoder(features, training=training,
+                                static_shapes=static_shapes)["sequence_output"]
         return {"discriminator_logits": self.discriminator(sequence)}
 
 
@@ -192,10 +193,10 @@ class ElectraPretrainingModel(keras.Model):
         self.discriminator = DiscriminatorHead(config, name="discriminator", dtype=policy)
         self.built = True
 
-    def call(self, features: dict, training=False) -> dict:
+    def call(self, features: dict, training=False, static_shapes: bool = False) -> dict:
         positions = features["masked_lm_positions"]
-        generated = self.generator(features, training=training,
-                                   output_positions=positions)["selected_output"]  # [B,P,Hg]
+        generated = self.generator(features, training=training, output_positions=positions,
+                                   static_shapes=static_shapes)["selected_output"]  # [B,P,Hg]
         logits = self.generator_predictions(generated,
                                             embedding_table=self.encoder.embedding_table)
         uniforms = sampling_uniforms(features["sampling_seed"], tf.shape(logits))
@@ -204,7 +205,7 @@ class ElectraPretrainingModel(keras.Model):
         fake_ids, replaced = replace_tokens(tf.convert_to_tensor(features["input_ids"]),
                                             positions, features["masked_lm_ids"],
                                             features["masked_lm_weights"], sampled)
-        sequence = self.encoder({**features, "input_ids": fake_ids},
-                                training=training)["sequence_output"]
+        sequence = self.encoder({**features, "input_ids": fake_ids}, training=training,
+                                static_shapes=static_shapes)["sequence_output"]
         return {"masked_lm_logits": logits, "sampled_ids": sampled, "replaced": replaced,
                 "discriminator_logits": self.discriminator(sequence)}

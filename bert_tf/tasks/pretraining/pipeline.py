@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bert_tf import filesystem, run_lock
+from bert_tf import filesystem, full_disk, run_lock
 from bert_tf.errors import EmptyInputError, UserError
 from bert_tf.filesystem import expand_input_patterns
 from bert_tf.records import features, tfrecord
@@ -330,7 +330,9 @@ def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
                               f".{filesystem.basename(first)}.lock", clean=False):
         pretraining_output.remove_leftovers(outputs, work_dir)
         filesystem.makedirs(work_dir)
-        summary = _run_blocks(config, inputs, outputs, blocks, work_dir, started)
+        # A full disk names the output asked for; the finished parts stay for the rerun to resume.
+        with full_disk.named_when_full(config.output_file, lambda: None):
+            summary = _run_blocks(config, inputs, outputs, blocks, work_dir, started)
     summary.elapsed_seconds = time.time() - started
     return summary
 

@@ -133,14 +133,16 @@ class DistillationTask(training.Task):
                     name="distillation_projection", dtype=student.dtype_policy)
         return student
 
-    def forward(self, model, features, training):
+    def forward(self, model, features, training, static_shapes=False):
         inputs = {name: features[name] for name in finetuning.MODEL_INPUTS}
         if self.stage == "prediction":
-            teacher = self.teacher(inputs, training=False)
-            return {**model(inputs, training=training),
+            teacher = self.teacher(inputs, training=False, static_shapes=static_shapes)
+            return {**model(inputs, training=training, static_shapes=static_shapes),
                     "teacher": tf.nest.map_structure(tf.stop_gradient, teacher)}
-        student = model.encoder(inputs, training=training, output_attention_scores=True)
-        teacher = self.teacher.encoder(inputs, training=False, output_attention_scores=True)
+        student = model.encoder(inputs, training=training, output_attention_scores=True,
+                                static_shapes=static_shapes)
+        teacher = self.teacher.encoder(inputs, training=False, output_attention_scores=True,
+                                       static_shapes=static_shapes)
         teacher = tf.nest.map_structure(tf.stop_gradient, teacher)
         projection = getattr(model, "distillation_projection", None)
         student_states = [student["embedding_output"], *student["encoder_outputs"]]

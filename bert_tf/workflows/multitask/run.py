@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import full_disk
+from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.model import models
 from bert_tf.model.albert.modeling import build_encoder
@@ -107,7 +107,7 @@ def prepare_task(entry: TaskEntry, directory: str, bert_config: BertConfig, toke
     """Reads a task's training file into its records (in `directory`, where its single-task
     run would write them), as its script does."""
     options = entry.options
-    os.makedirs(directory, exist_ok=True)
+    filesystem.makedirs(directory)
     if entry.kind == "classifier":
         spec = resolve_task(options)
         cache = classifier_features.FeatureCache(
@@ -184,12 +184,13 @@ class MultitaskTask(training.Task):
         outputs = task.forward(model.task_models[k], batch, training=False)
         return sorted(task.losses(batch, outputs)), sorted(task.metrics(batch, outputs))
 
-    def forward(self, model, features, training):
+    def forward(self, model, features, training, static_shapes=False):
         def branch(k: int):
             def run():
                 task = self.tasks[k].loop_task
                 own = self.task_features(features, k)
-                outputs = task.forward(model.task_models[k], own, training=training)
+                outputs = task.forward(model.task_models[k], own, training=training,
+                                       static_shapes=static_shapes)
                 figures = self._zeros()
                 for term, value in task.losses(own, outputs).items():
                     figures[f"{self.names[k]}_{term}"] = tf.cast(value, tf.float32)
@@ -257,7 +258,7 @@ def _schedule(tasks: list[PreparedTask], options: MultitaskOptions,
     logging.info("multi-task schedule (--task_sampling=%s): batches per task %s",
                  options.task_sampling, counts)
     if training.is_chief(tf.distribute.get_strategy()):
-        full_disk.write_text_atomically(
+        filesystem.write_atomically(
             os.path.join(run_config.output_dir, SCHEDULE_FILE),
             json.dumps({"task_sampling": options.task_sampling, "batches": counts,
                         "examples": {task.entry.name: task.num_examples for task in tasks}},
@@ -273,11 +274,11 @@ def write_task_checkpoints(multitask: MultitaskTask, run_config: training.RunCon
     prefixes = {}
     for name, task_model in zip(multitask.names, model.task_models):
         directory = os.path.join(task_dir(run_config.output_dir, name), SHARED_CHECKPOINT_DIR)
-        os.makedirs(directory, exist_ok=True)
+        filesystem.makedirs(directory)
         prefixes[name] = tf.train.Checkpoint(model=task_model).write(
             os.path.join(directory, "model.ckpt"))
-        full_disk.write_text_atomically(os.path.join(directory, "bert_config.json"),
-                                        multitask.bert_config.to_json_string())
+        filesystem.write_atomically(os.path.join(directory, "bert_config.json"),
+                                    multitask.bert_config.to_json_string())
     return prefixes
 
 
@@ -341,7 +342,7 @@ def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
     entries = read_tasks_file(options.tasks_file, shared)
     bert_config = shared.load_bert_config(run_config)
     tokenizer = shared.create_tokenizer(run_config.init_checkpoint, bert_config)
-    os.makedirs(run_config.output_dir, exist_ok=True)
+    filesystem.makedirs(run_config.output_dir)
     tasks = [prepare_task(entry, task_dir(run_config.output_dir, entry.name), bert_config,
                           tokenizer, run_config) for entry in entries]
     multitask = MultitaskTask(bert_config, tasks)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from typing import Any, Mapping
 
+from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier.task import ClassifierOptions
@@ -56,8 +56,7 @@ def read_tasks_file(path: str, shared: FinetuningOptions) -> list[TaskEntry]:
     """The tasks of `path`, with the run's shared options (`shared`: model, tokenizer, sequence
     length, epochs) in each task's options."""
     try:
-        with open(path, encoding="utf-8") as f:
-            content = json.load(f)
+        content = json.loads(filesystem.read_text(path))
     except FileNotFoundError:
         raise MissingFileError(f"--tasks: {path}: file not found") from None
     except json.JSONDecodeError as e:
@@ -66,7 +65,7 @@ def read_tasks_file(path: str, shared: FinetuningOptions) -> list[TaskEntry]:
     if not isinstance(entries, list) or not entries:
         raise UserError(f"--tasks: {path}: expected {{\"tasks\": [...]}} with at least one task "
                         "(see docs/multitask.md)")
-    base = os.path.dirname(os.path.abspath(path))
+    base = filesystem.dirname(filesystem.absolute(path))
     tasks = [_entry(raw, number, path, base, shared) for number, raw in enumerate(entries)]
     names = [task.name for task in tasks]
     duplicated = sorted({name for name in names if names.count(name) > 1})
@@ -97,8 +96,8 @@ def _entry(raw: Any, number: int, path: str, base: str, shared: FinetuningOption
         raise UserError(f"{where} ('{name}'): 'data_dir' (the task's files) is required")
     values = {key: value for key, value in raw.items() if key in _TASK_KEYS[kind]}
     for key in _PATH_KEYS:
-        if isinstance(values.get(key), str):
-            values[key] = os.path.join(base, values[key])
+        if isinstance(values.get(key), str) and not filesystem.scheme(values[key]):
+            values[key] = filesystem.join(base, values[key])
     # Evaluation during training and the best checkpoint are the mix's (see run.py), not a task's.
     common = {field.name: getattr(shared, field.name)
               for field in dataclasses.fields(FinetuningOptions)

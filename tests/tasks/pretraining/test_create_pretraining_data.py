@@ -218,19 +218,24 @@ def test_bad_inputs_give_clear_errors(tmp_path, monkeypatch):
     assert f"--input_file: {unreadable} is not readable" in _error(tmp_path)
 
 
-def test_script_end_to_end(corpus, tmp_path):
+def test_script_end_to_end(corpus, tmp_path, script_runner):
     out = tmp_path / "script.tfrecord"
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
+    [result] = script_runner.run_all([(
+        [os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
          f"--output_file={out}", f"--vocab_file={VOCAB}", "--dupe_factor=1", "--max_seq_length=128",
          "--max_predictions_per_seq=20", "--num_workers=2", "--document_buffer_size=30"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        str(tmp_path))])
     assert result.returncode == 0, result.stderr[-2000:]
     assert "instances in 1 files" in result.stdout and "masked positions" in result.stdout
     assert "[create_pretraining_data]" in result.stderr  # progress
-    features.pretraining_schema(128, 20).check_files([out])
+    # The library called with the same flags' values: the same bytes and the same figures.
+    expected = create_pretraining_data(_config(
+        corpus, tmp_path / "library.tfrecord", dupe_factor=1, num_workers=1, document_buffer_size=30,
+        instance=InstanceOptions(max_seq_length=128, max_predictions_per_seq=20)))
+    assert _bytes([out]) == _bytes([tmp_path / "library.tfrecord"])
     instances = int(result.stdout.split("output: ")[1].split(" instances")[0].replace(",", ""))
-    assert sum(1 for _ in tfrecord.read_records(out)) == instances
+    assert instances == expected.instances > 50
+    assert f"masked positions: {expected.masked_positions:,} (" in result.stdout, result.stdout
 
 
 def _segmented_chinese(tmp_path):

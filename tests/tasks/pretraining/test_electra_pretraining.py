@@ -85,6 +85,12 @@ def test_loss_matches_googles_formula(records):
                 + 50.0 * (mask * disc).sum() / (mask.sum() + 1e-6))
     assert total == pytest.approx(expected, rel=1e-5)
     assert 0 < replaced.sum() <= weights.sum()  # some masked tokens replaced, nothing else
+    # The XLA/TPU steps' call (every position computed, all S keys): the same logits.
+    static = model(batch, static_shapes=True)
+    real = batch["input_mask"].numpy() > 0
+    np.testing.assert_allclose(static["masked_lm_logits"].numpy(), logits, atol=1e-4)
+    np.testing.assert_allclose(static["discriminator_logits"].numpy()[real],
+                               outputs["discriminator_logits"].numpy()[real], atol=1e-4)
 
 
 def test_electra_masks_are_mask_or_kept_never_random(records):
