@@ -12,7 +12,8 @@ sentences of Python's documentation, the first `--corpus_files` source files) an
 `--pretrain_steps` each with the same batch, learning rate and warm-up; the wall clock of each is
 printed. Each is then fine-tuned as run_classifier.py does on real_text.py's classification set
 (sentences labelled by the documentation part they come from), same settings and seeds, and its
-dev accuracy printed. The first line is the machine (CPU model, avx512/amx flags, load).
+dev accuracy printed, beside the same model fine-tuned from random weights (the control). The
+first line is the machine (CPU model, avx512/amx flags, load).
 """
 
 from __future__ import annotations
@@ -97,11 +98,11 @@ def pretrain(objective: str, records: str, work: str, args: argparse.Namespace) 
                            if k in ("loss", "masked_lm_loss", "replaced_token_loss")}}
 
 
-def fine_tune(init_dir: str, data_dir: str, spec: dict, seed: int, work: str,
-              args: argparse.Namespace) -> float:
+def fine_tune(config_file: str, init_dir: str | None, data_dir: str, spec: dict, seed: int,
+              work: str, args: argparse.Namespace) -> float:
     options = classifier_task.ClassifierOptions(
         task_name="custom", custom_spec=spec, data_dir=data_dir, vocab_file=VOCAB,
-        bert_config_file=os.path.join(init_dir, "bert_config.json"),
+        bert_config_file=config_file,
         max_seq_length=args.max_seq_length, do_train=True, do_eval=True,
         num_train_epochs=args.epochs, warmup_proportion=0.1, dynamic_padding=True)
     config = training.RunConfig(output_dir=work, init_checkpoint=init_dir, seed=seed,
@@ -148,14 +149,17 @@ def main() -> None:
     for objective in OBJECTIVES:
         pretrained[objective], figures = pretrain(objective, records, args.work_dir, args)
         print(json.dumps({"pretraining": figures}), flush=True)
-    accuracy = {objective: [] for objective in OBJECTIVES}
+    # The control: the masked-LM model's config with random weights, fine-tuned alike.
+    starts = {**{o: (os.path.join(d, "bert_config.json"), d) for o, d in pretrained.items()},
+              "random_weights": (os.path.join(args.work_dir, "bert_config.json"), None)}
+    accuracy = {start: [] for start in starts}
     for seed in map(int, args.seeds.split(",")):
-        for objective in OBJECTIVES:
-            accuracy[objective].append(fine_tune(
-                pretrained[objective], data_dir, spec, seed,
-                os.path.join(args.work_dir, f"finetuned-{objective}-{seed}"), args))
-            print(json.dumps({"objective": objective, "seed": seed,
-                              "dev_accuracy": round(accuracy[objective][-1], 4),
+        for start, (config_file, init_dir) in starts.items():
+            accuracy[start].append(fine_tune(
+                config_file, init_dir, data_dir, spec, seed,
+                os.path.join(args.work_dir, f"finetuned-{start}-{seed}"), args))
+            print(json.dumps({"start": start, "seed": seed,
+                              "dev_accuracy": round(accuracy[start][-1], 4),
                               "load_average_1min": os.getloadavg()[0]}), flush=True)
     print(json.dumps({"summary": "dev accuracy, mean of fine-tuning seeds",
                       **{o: round(sum(v) / len(v), 4) for o, v in accuracy.items()},
