@@ -13,7 +13,8 @@ run_pretraining.py from the checkpoint for `--pretrain_steps` (lr 5e-5, batch 32
 Sun et al.'s settings but for the number of steps). Then the classifier is fine-tuned from each
 starting point with the same settings and seeds. --multitask adds a second task on the same
 sentences (does the sentence name a code object: a "()" or a dotted name) and compares
-run_multitask.py (+ --refine) with each task fine-tuned alone, the same number of epochs.
+run_multitask.py (+ --refine) with each task fine-tuned alone, the same number of epochs;
+--multitask_only runs that comparison alone.
 
 Prints JSON lines: the machine (CPU model, avx512/amx flags), each run's dev accuracy, and the
 means.
@@ -146,6 +147,8 @@ def main() -> None:
     parser.add_argument("--pretrain_steps", type=int, default=500)
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--multitask", action="store_true")
+    parser.add_argument("--multitask_only", action="store_true",
+                        help="with --multitask: skip the further-pretraining comparison")
     parser.add_argument("--sources", default=real_text.DEFAULT_SOURCES)
     args = parser.parse_args()
     paths = sorted(glob.glob(args.sources, recursive=True))
@@ -155,26 +158,30 @@ def main() -> None:
     data_dir = os.path.join(args.work_dir, "sections")
     real_text.write_classification(paths, data_dir, args.num_classes, args.per_class)
     spec = classification.load_task_spec(os.path.join(data_dir, "custom_spec.json"))
-    further, pretraining = further_pretrain(data_dir, args.work_dir, args.pretrain_steps)
-    print(json.dumps({"further_pretraining": pretraining}), flush=True)
-    figures = {"direct": [], "further": []}
-    for seed in range(args.seeds):
-        for name, init in (("direct", MINILM), ("further", further)):
-            accuracy = fine_tune(data_dir, spec, init, os.path.join(args.work_dir, f"{name}-{seed}"),
-                                 seed, args.epochs)
-            figures[name].append(accuracy)
-            print(json.dumps({"start": name, "seed": seed, "dev_accuracy": accuracy}), flush=True)
-    print(json.dumps({"summary": "dev accuracy, mean of seeds",
-                      **{name: round(sum(v) / len(v), 4) for name, v in figures.items()},
-                      "seeds": args.seeds, "pretrain_steps": args.pretrain_steps}), flush=True)
+    if not args.multitask_only:
+        further, pretraining = further_pretrain(data_dir, args.work_dir, args.pretrain_steps)
+        print(json.dumps({"further_pretraining": pretraining}), flush=True)
+        figures = {"direct": [], "further": []}
+        for seed in range(args.seeds):
+            for name, init in (("direct", MINILM), ("further", further)):
+                accuracy = fine_tune(data_dir, spec, init, os.path.join(args.work_dir, f"{name}-{seed}"),
+                                     seed, args.epochs)
+                figures[name].append(accuracy)
+                print(json.dumps({"start": name, "seed": seed, "dev_accuracy": accuracy}), flush=True)
+        print(json.dumps({"summary": "dev accuracy, mean of seeds",
+                          **{name: round(sum(v) / len(v), 4) for name, v in figures.items()},
+                          "seeds": args.seeds, "pretrain_steps": args.pretrain_steps}), flush=True)
     if args.multitask:
-        runs = [multitask(data_dir, spec, os.path.join(args.work_dir, "mt"), seed, args.epochs)
-                for seed in range(args.seeds)]
-        for seed, run in enumerate(runs):
-            print(json.dumps({"seed": seed, **run}), flush=True)
+        runs = []
+        for seed in range(args.seeds):
+            runs.append(multitask(data_dir, spec, os.path.join(args.work_dir, "mt"), seed,
+                                  args.epochs))
+            print(json.dumps({"seed": seed, **runs[-1]}), flush=True)
         print(json.dumps({"summary": "multi-task dev accuracy, mean of seeds", **{
             kind: {name: round(sum(r[kind][name] for r in runs) / len(runs), 4)
-                   for name in runs[0][kind]} for kind in ("alone", "multitask", "refined")}}),
+                   for name in runs[0][kind]} for kind in ("alone", "multitask", "refined")},
+            "seeds": args.seeds, "epochs": args.epochs, "per_class": args.per_class,
+            "num_classes": args.num_classes}),
             flush=True)
 
 
