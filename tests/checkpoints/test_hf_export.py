@@ -12,6 +12,7 @@ transformers. Nothing is downloaded.
 import dataclasses
 import importlib.resources
 import json
+import logging
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -303,7 +304,7 @@ def test_transformers_made_heads_predict_as_in_transformers(family, architecture
     ours = _build(architecture, config, seed=1) if architecture == "span" else {
         "sequence": models.classifier_model, "token": models.token_classifier_model}[
         architecture](config, len(labels))
-    with caplog.at_level("INFO"):
+    with caplog.at_level(logging.INFO, logger="absl"):
         report = checkpoints.init_from_checkpoint(ours, directory)
     assert not report.unused and not report.mismatched, report
     head = {"sequence": "classifier", "token": "token_classifier", "span": "span"}[architecture]

@@ -2,6 +2,7 @@
 global batch; two-process multi-worker on loopback."""
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -197,7 +198,7 @@ def test_dtype_auto_picks_what_the_devices_run_fastest(tpu, gpus, flags, want):
 def test_dtype_auto_resolves_once_with_a_log_line(monkeypatch, caplog):
     sapphire_rapids = distribution.cpu_flags(CPUINFO)
     monkeypatch.setattr(distribution, "cpu_flags", lambda: sapphire_rapids)
-    with caplog.at_level("INFO"):
+    with caplog.at_level(logging.INFO, logger="absl"):
         assert distribution.resolve_dtype("auto") == "bfloat16"
         assert distribution.resolve_dtype("float32") == "float32"
     assert [r.getMessage() for r in caplog.records if "--dtype=auto" in r.getMessage()] == [

@@ -75,7 +75,7 @@ def test_google_checkpoint_heads_are_restored(records, tmp_path, caplog):
     with_heads = checkpoints.export_google_checkpoint(model, tmp_path / "google" / "bert_model.ckpt")
     encoder_only = checkpoints.export_google_checkpoint(model.encoder,
                                                         tmp_path / "encoder" / "bert_model.ckpt")
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         restored = _evaluate(records_path, with_heads, tmp_path / "run-heads")
     assert RESTORED in caplog.text
     assert restored["masked_lm_loss"] == pytest.approx(masked_lm, rel=1e-5)
@@ -83,7 +83,7 @@ def test_google_checkpoint_heads_are_restored(records, tmp_path, caplog):
     assert restored["loss"] == pytest.approx(masked_lm + next_sentence, rel=1e-5)
 
     caplog.clear()
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         initialised = _evaluate(records_path, encoder_only, tmp_path / "run-encoder")
     assert "heads found: none; loaded: none; newly initialised: masked_lm, next_sentence" in caplog.text
     # New heads are drawn from the process's random state: far from the restored heads' losses
@@ -137,7 +137,7 @@ def test_hugging_face_pretraining_heads_are_restored(records, hf_pretraining, tm
     records_path, arrays = records
     directory, reference = hf_pretraining
     masked_lm, next_sentence = _transformers_losses(reference, arrays)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         results = _evaluate(records_path, directory, tmp_path / "run")
     assert RESTORED in caplog.text
     # transformers divides by the count of masked tokens, we by the count + 1e-5 (the original's).
