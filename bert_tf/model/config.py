@@ -9,7 +9,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
@@ -157,3 +157,15 @@ def hf_hidden_act(values: Mapping[str, Any], source: str, default: str) -> str:
         raise ConfigError(f"{source}: hidden_act {act!r} has no bert_tf equivalent "
                           f"(supported: {', '.join(HF_ACTIVATIONS)})")
     return HF_ACTIVATIONS[act]
+
+
+def config_from_hf(config_class: type, values: Mapping[str, Any], keys: Sequence[str],
+                   source: str, default_act: str):
+    """`config_class` from a Hugging Face config.json's `keys`, its activation translated
+    (`hf_hidden_act`); a value the class refuses names `source`."""
+    known = {key: values[key] for key in keys if key in values}
+    hidden_act = hf_hidden_act(values, source, default=default_act)
+    try:
+        return config_class.from_dict({**known, "hidden_act": hidden_act})
+    except (ConfigError, TypeError) as e:
+        raise ConfigError(f"{source}: {e}") from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
+from bert_tf.model.config import BertConfig, ConfigError, config_from_hf
 
 # Keys only ALBERT configs have (google-research/albert's AlbertConfig and Hugging Face's).
 ALBERT_KEYS = ("embedding_size", "num_hidden_groups", "inner_group_num", "net_structure_type",
@@ -79,9 +79,4 @@ def albert_config_from_hf(values: Mapping[str, Any], source: str = "config.json"
       values: the parsed config.json (model_type "albert").
       source: the file, named in errors.
     """
-    hidden_act = hf_hidden_act(values, source, default="gelu_new")
-    known = {key: values[key] for key in _HF_KEYS if key in values}
-    try:
-        return AlbertConfig.from_dict({**known, "hidden_act": hidden_act})
-    except (ConfigError, TypeError) as e:
-        raise ConfigError(f"{source}: {e}") from None
+    return config_from_hf(AlbertConfig, values, _HF_KEYS, source, default_act="gelu_new")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
+from bert_tf.model.config import BertConfig, ConfigError, config_from_hf
 
 MODEL_TYPE = "electra"
 
@@ -83,9 +83,4 @@ def electra_config_from_hf(values: Mapping[str, Any], source: str = "config.json
     `hidden_act` is translated so that the function stays the same (Hugging Face "gelu", ELECTRA's
     default there, is the erf form: our "gelu_exact").
     """
-    hidden_act = hf_hidden_act(values, source, default="gelu")
-    known = {key: values[key] for key in _HF_KEYS if key in values}
-    try:
-        return ElectraConfig.from_dict({**known, "hidden_act": hidden_act})
-    except (ConfigError, TypeError) as e:
-        raise ConfigError(f"{source}: {e}") from None
+    return config_from_hf(ElectraConfig, values, _HF_KEYS, source, default_act="gelu")
