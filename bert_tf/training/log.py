@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
@@ -19,19 +20,38 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     data_class=summary_pb2.DATA_CLASS_SCALAR)
 
 
-def summarize(totals: Mapping[str, float], count: int) -> dict[str, float]:
+Figures = Mapping[str, float | np.ndarray]
+MetricsFromCounts = Callable[[Mapping[str, np.ndarray]], Mapping[str, float]]
+
+
+def host_values(figures: Mapping[str, tf.Tensor]) -> dict[str, float | np.ndarray]:
+    """A step's figures on the host: scalars as floats, counts ("<name>/counts") as float64
+    arrays."""
+    return {name: np.asarray(value, np.float64) if name.endswith("/counts") else float(value)
+            for name, value in figures.items()}
+
+
+def summarize(totals: Figures, count: int,
+              metrics_from_counts: MetricsFromCounts | None = None) -> dict[str, float]:
     """Figures summed over `count` steps (or eval batches) → their means.
 
     A pair "<name>/sum", "<name>/weight" becomes "<name>" = sum / weight (a weighted mean over
-    every example seen, 0 when the weight is 0); any other figure is averaged over the steps.
+    every example seen, 0 when the weight is 0); the arrays "<name>/counts" go, as {name: sum},
+    to `metrics_from_counts` (the task's), whose metrics join the results; any other figure is
+    averaged over the steps.
     """
-    results = {}
+    results, counts = {}, {}
     for name, value in totals.items():
         if name.endswith("/weight"):
             base = name[: -len("/weight")]
             results[base] = totals[f"{base}/sum"] / value if value else 0.0
+        elif name.endswith("/counts"):
+            counts[name[: -len("/counts")]] = value
         elif not name.endswith("/sum"):
             results[name] = value / count
+    if counts and metrics_from_counts is not None:
+        results.update({name: float(value)
+                        for name, value in metrics_from_counts(counts).items()})
     return results
 
 
@@ -43,23 +63,26 @@ class SummaryLog:
         total_steps: the run's num_train_steps, for the time left.
         global_batch_size: sequences per step, for sequences/s.
         last_values: figures that are reported at their latest value, not averaged.
+        metrics_from_counts: the task's, for the window's summed counts (see `summarize`).
     """
 
     def __init__(self, logdir: str | None, total_steps: int, global_batch_size: int,
-                 last_values: Sequence[str] = ()):
+                 last_values: Sequence[str] = (),
+                 metrics_from_counts: MetricsFromCounts | None = None):
         self._last_value_names = frozenset(last_values)
+        self._metrics_from_counts = metrics_from_counts
         self._writer = tf.summary.create_file_writer(logdir) if logdir else None
         self._total_steps = total_steps
         self._batch = global_batch_size
         self._reset()
 
     def _reset(self) -> None:
-        self._totals: dict[str, float] = {}
+        self._totals: dict[str, float | np.ndarray] = {}
         self._last: dict[str, float] = {}
         self._steps = 0
         self._seconds = 0.0
 
-    def add(self, totals: Mapping[str, float], steps: int, seconds: float) -> None:
+    def add(self, totals: Figures, steps: int, seconds: float) -> None:
         """Adds `steps` steps whose figures sum to `totals`, run in `seconds`.
 
         Figures in `last_values` (the learning rate) are the last step's, not sums.
@@ -76,7 +99,8 @@ class SummaryLog:
         """Logs and writes the window's figures at global step `step`; returns them."""
         if not self._steps:
             return {}
-        figures = {**summarize(self._totals, self._steps), **self._last}
+        figures = {**summarize(self._totals, self._steps, self._metrics_from_counts),
+                   **self._last}
         figures["sequences_per_second"] = self._steps * self._batch / max(self._seconds, 1e-9)
         seconds_per_step = self._seconds / self._steps
         left = datetime.timedelta(seconds=round((self._total_steps - step) * seconds_per_step))

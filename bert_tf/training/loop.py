@@ -29,7 +29,7 @@ from bert_tf.training import optimizers
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribution, preemption, schedules, steps as training_steps
-from bert_tf.training.log import SummaryLog, summarize, write_scalars
+from bert_tf.training.log import SummaryLog, host_values, summarize, write_scalars
 
 InputFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 CHECKPOINT_NAME = "ckpt"
@@ -94,7 +94,8 @@ class Task:
 
     Loss terms: `losses()[name]` is a float32 SUM over this (micro-)batch and
     `loss_normalizers()[name]` (from the features only) what it is divided by, summed over the
-    global batch by the loop. Metrics are weighted means given as `(Σ w·value, Σ w)`.
+    global batch by the loop. Metrics are weighted means given as `(Σ w·value, Σ w)`; a metric
+    that is no mean (an AUC) comes from `counts` that add up, through `metrics_from_counts`.
     """
 
     # {term: ε} added once to the term's global normalizer (the original's masked LM: 1e-5).
@@ -127,6 +128,17 @@ class Task:
     def metrics(self, features: Mapping[str, tf.Tensor], outputs: Mapping[str, tf.Tensor]
                 ) -> Mapping[str, tuple[tf.Tensor, tf.Tensor]]:
         """{name: (Σ w·value, Σ w)} for weighted-mean metrics of this batch."""
+        return {}
+
+    def counts(self, features: Mapping[str, tf.Tensor], outputs: Mapping[str, tf.Tensor]
+               ) -> Mapping[str, tf.Tensor]:
+        """{name: float32 tensor of a fixed shape}: counts of this batch that add up (a
+        histogram, say); the loop sums them over replicas, steps and eval batches."""
+        return {}
+
+    def metrics_from_counts(self, counts: Mapping[str, np.ndarray]) -> Mapping[str, float]:
+        """{metric: value} from `counts` summed over a log line's steps or a whole evaluation
+        (float64 arrays); runs on the host, once per log line or evaluation."""
         return {}
 
     def predictions(self, features: Mapping[str, tf.Tensor],
@@ -334,7 +346,8 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
     manager = _checkpoint_manager(run, chief)
     log = SummaryLog(os.path.join(config.output_dir, "train") if chief else None,
                      config.num_train_steps, config.train_batch_size,
-                     last_values=training_steps.LAST_VALUE_FIGURES)
+                     last_values=training_steps.LAST_VALUE_FIGURES,
+                     metrics_from_counts=task.metrics_from_counts)
     step, figures = start, {}
     with preemption.PreemptionWatch(strategy, lambda at: _save(manager, at, chief),
                                     config.output_dir) as watch:
@@ -349,7 +362,7 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
                 totals, steps, noticed = loop(iterator, tf.constant(steps, tf.int32))
                 steps = int(steps)  # waits for the steps; fewer than asked after a notice
             run.global_step.assign_add(steps)
-            totals = {name: float(value) for name, value in totals.items()}
+            totals = host_values(totals)
             step += steps
             log.add(totals, steps, time.perf_counter() - started)
             if step % config.log_every_n_steps == 0 or step == config.num_train_steps:
@@ -383,25 +396,27 @@ def evaluate(task: Task, config: RunConfig, input_fn: InputFn,
 
     Returns:
         "loss" (mean over batches of the batch loss), "<term>_loss" and every metric as weighted
-        means over the whole input, and "global_step".
+        means over the whole input, the task's `metrics_from_counts` of the counts summed over
+        the whole input, and "global_step".
     """
     strategy = strategy or tf.distribute.get_strategy()
     run, eval_step = _restored_step(task, config, strategy, checkpoint,
                                     training_steps.make_eval_step)
     dataset = _traced_for_input(eval_step, _distribute(strategy, input_fn,
                                                        config.eval_batch_size))
-    totals: dict[str, float] = {}
+    totals: dict[str, float | np.ndarray] = {}
     batches = 0
     for features in dataset:
         if config.max_eval_steps is not None and batches >= config.max_eval_steps:
             break
-        figures = training_steps.first_replica(strategy, eval_step(features))
+        figures = host_values(training_steps.first_replica(strategy, eval_step(features)))
         for name, value in figures.items():
-            totals[name] = totals.get(name, 0.0) + float(value)
+            totals[name] = totals.get(name, 0.0) + value
         batches += 1
     if not batches:
         raise UserError("the evaluation input is empty (fewer examples than one batch?)")
-    results = {**summarize(totals, batches), "global_step": float(run.step())}
+    results = {**summarize(totals, batches, task.metrics_from_counts),
+               "global_step": float(run.step())}
     if is_chief(strategy):
         write_scalars(os.path.join(config.output_dir, "eval"), run.step(), results)
     return results

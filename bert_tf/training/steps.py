@@ -53,14 +53,15 @@ def _loss(task, losses: Mapping[str, tf.Tensor], normalizers: Mapping[str, tf.Te
                      for name in sorted(losses)])
 
 
-def _figures(task, losses, normalizers, metrics) -> dict[str, tf.Tensor]:
+def _figures(task, losses, normalizers, metrics, counts) -> dict[str, tf.Tensor]:
     """Local sums → the step's global figures (one all-reduce for all of them).
 
     "loss" is the step's loss; every other figure is a pair "<name>/sum", "<name>/weight" whose
-    ratio is a weighted mean ("<term>_loss" for each loss term, then each metric), so that the
-    figures of several steps or eval batches add up.
+    ratio is a weighted mean ("<term>_loss" for each loss term, then each metric), or the
+    task's counts "<name>/counts", so that the figures of several steps or eval batches add up.
     """
     sums = {f"{name}/sum": tf.cast(total, tf.float32) for name, (total, _) in metrics.items()}
+    sums.update({f"{name}/counts": tf.cast(value, tf.float32) for name, value in counts.items()})
     sums.update({f"{name}/weight": tf.cast(weight, tf.float32)
                  for name, (_, weight) in metrics.items()})
     sums.update({f"{name}_loss/sum": tf.cast(value, tf.float32) for name, value in losses.items()})
@@ -119,7 +120,7 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
         if not grads:
             raise ValueError("the loss reaches none of the model's trainable variables: check "
                              "Task.losses and Task.forward")
-        return grads, losses, task.metrics(features, outputs)
+        return grads, losses, task.metrics(features, outputs), task.counts(features, outputs)
 
     def accumulated_gradients(features, normalizers):
         if accumulation_steps == 1:
@@ -148,8 +149,8 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
     one_replica = tf.distribute.get_strategy().num_replicas_in_sync == 1
 
     def compute_and_apply(features, normalizers):
-        grads, losses, metrics = accumulated_gradients(features, normalizers)
-        return apply(grads), losses, metrics
+        grads, *figures = accumulated_gradients(features, normalizers)
+        return apply(grads), *figures
 
     if jit_compile and one_replica:
         compute_and_apply = tf.function(compute_and_apply, jit_compile=True, autograph=False)
@@ -159,8 +160,9 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
 
     def step(features):
         normalizers = _global_normalizers(task, features)
-        (learning_rate, gradient_norm), losses, metrics = compute_and_apply(features, normalizers)
-        figures = _figures(task, losses, normalizers, metrics)
+        (learning_rate, gradient_norm), losses, metrics, counts = compute_and_apply(features,
+                                                                                   normalizers)
+        figures = _figures(task, losses, normalizers, metrics, counts)
         figures["learning_rate"] = learning_rate
         figures["gradient_norm"] = gradient_norm
         return figures
@@ -178,7 +180,7 @@ def make_eval_step(task, model) -> Callable[[Mapping[str, tf.Tensor]], dict]:
         normalizers = _global_normalizers(task, features)
         outputs = task.forward(model, features, training=False, static_shapes=static_shapes)
         return _figures(task, task.losses(features, outputs), normalizers,
-                        task.metrics(features, outputs))
+                        task.metrics(features, outputs), task.counts(features, outputs))
     return step
 
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.model import losses
 from bert_tf.model.config import ConfigError
 from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.electra.modeling import ElectraPretrainingModel
-from bert_tf.training import loop as training
+from bert_tf.training import loop as training, roc_auc
 
 # google-research/electra adds 1e-6 to both denominators.
 ELECTRA_EPSILON = 1e-6
@@ -32,7 +33,7 @@ GENERATOR_HIDDEN_SIZE = 0.25
 # eval_results.txt's keys (the loop's results: "<term>_loss" and the metrics).
 METRIC_NAMES = ("loss", "masked_lm_loss", "replaced_token_loss", "masked_lm_accuracy",
                 "sampled_masked_lm_accuracy", "disc_accuracy", "disc_precision", "disc_recall",
-                "replaced_fraction")
+                "disc_auc", "replaced_fraction")
 
 
 def _weighted(values: tf.Tensor, weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -88,3 +89,15 @@ class ElectraTask(training.Task):
             "disc_recall": _weighted(correct, mask * tf.cast(labels, tf.float32)),
             "replaced_fraction": _weighted(labels, mask),
         }
+
+    def counts(self, features, outputs) -> dict[str, tf.Tensor]:
+        """The histogram of google-research/electra's `disc_auc`: its call,
+        `tf.metrics.auc(labels * input_mask, probs * input_mask)`, counts every position, the
+        padding as not replaced at probability 0."""
+        mask = tf.cast(features["input_mask"], tf.float32)
+        probabilities = tf.sigmoid(tf.cast(outputs["discriminator_logits"], tf.float32))
+        return {"disc_roc": roc_auc.roc_histogram(tf.cast(outputs["replaced"], tf.float32) * mask,
+                                                  probabilities * mask)}
+
+    def metrics_from_counts(self, counts: Mapping[str, np.ndarray]) -> dict[str, float]:
+        return {"disc_auc": roc_auc.roc_auc(counts["disc_roc"])}

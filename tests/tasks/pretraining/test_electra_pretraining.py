@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -21,7 +22,7 @@ from bert_tf.model.electra.modeling import ElectraEncoder, sampling_uniforms
 from bert_tf.records import features
 from bert_tf.tasks.pretraining import dynamic_masking, electra
 from bert_tf.tasks.pretraining import task as pretraining_task
-from bert_tf.training import distribution, loop as training
+from bert_tf.training import distribution, log as training_log, loop as training
 from pretraining_records import PRED, SEQ, TINY_CONFIG, write_unmasked_records
 
 CONFIG = ElectraConfig(**{**TINY_CONFIG, "hidden_size": 64, "intermediate_size": 70,
@@ -142,6 +143,38 @@ def test_run_logs_electra_metrics(run):
     assert 0.05 < results["replaced_fraction"] < 0.2
     assert 0.0 <= results["disc_precision"] <= 1.0 and 0.0 <= results["disc_recall"] <= 1.0
     assert results["masked_lm_loss"] < 1.2 * math.log(CONFIG.vocab_size)
+
+
+def _googles_auc(labels: tf.Tensor, probabilities: tf.Tensor, weights: tf.Tensor | None = None
+                 ) -> float:
+    metric = keras.metrics.AUC(num_thresholds=200)  # tf.compat.v1.metrics.auc's curve
+    metric.update_state(labels, probabilities, sample_weight=weights)
+    return float(metric.result())
+
+
+def test_disc_auc_is_googles_auc_of_the_restored_discriminator(run, records):
+    """google-research/electra's `tf.metrics.auc(labels * input_mask, probs * input_mask)` over
+    the run's eval batches (the same masks and samples: drawn from --seed and the batch's
+    number), recomputed from the restored model."""
+    directory, _, results = run
+    written = training_log.read_eval_results(str(directory / "out" / "eval_results.txt"))
+    task = electra.ElectraTask(CONFIG, generator_hidden_size=0.5)
+    model = training.load_model(task, training.RunConfig(output_dir=str(directory / "out")))
+    dataset = dynamic_masking.pretraining_dataset(
+        records, features.pretraining_schema(SEQ, PRED), 8, is_training=False,
+        input_context=None, seed=3, drop_remainder=True, repeat=True, electra=True)
+    labels, probabilities, masks = [], [], []
+    for batch in dataset.take(2):  # the run's max_eval_steps
+        outputs = model(batch, training=False)
+        masks.append(tf.cast(batch["input_mask"], tf.float32))
+        labels.append(tf.cast(outputs["replaced"], tf.float32))
+        probabilities.append(tf.sigmoid(outputs["discriminator_logits"]))
+    labels, probabilities, mask = (tf.concat(x, 0) for x in (labels, probabilities, masks))
+    expected = _googles_auc(labels * mask, probabilities * mask)
+    assert written["disc_auc"] == pytest.approx(expected, abs=1e-6)
+    assert results["disc_auc"] == pytest.approx(expected, abs=1e-6)
+    # The padding counts, as in google's call: not the AUC over the real tokens alone.
+    assert expected != pytest.approx(_googles_auc(labels, probabilities, mask), abs=1e-3)
 
 
 def test_google_export_holds_both_networks(run):
