@@ -3,6 +3,7 @@ on a real batch, as JSON lines.
 
     python benchmarks/real_text.py --classification_dir=/tmp/real/sections
     python benchmarks/bfloat16_gradients.py --classifier_dir=/tmp/real/sections
+    python benchmarks/bfloat16_gradients.py --classifier_dir=/tmp/real/sections --bias_gradient=float32_sum
     TF_ENABLE_ONEDNN_OPTS=0 python benchmarks/bfloat16_gradients.py --classifier_dir=/tmp/real/sections
 
 Ops: each op (and the gradient ops a Dense layer's backward runs) on bfloat16 inputs against the
@@ -18,6 +19,10 @@ policy on the same weights. One line per kind of variable {"variables", "count",
 "relative_error": {"median", "max"}, "cosine": {"min"}, "norm_bfloat16_over_float32":
 {"median", "min", "max"}}; the attention key biases are their own kind, as their true gradient
 is 0 (softmax ignores a shift of every score of a row), so what bfloat16 gives them is noise.
+
+`--bias_gradient=float32_sum` is an experiment, not bert_tf's code: for the model lines, this
+process's `tf.nn.bias_add` is replaced by one whose bias gradient casts the upstream gradient to
+float32 before summing the rows, to show what summing in float32 would give.
 """
 
 from __future__ import annotations
@@ -106,6 +111,21 @@ def kind(path: str) -> str:
             "beta": "LayerNorm beta"}.get(name, "classifier head")
 
 
+def bias_add_summing_in_float32():
+    """tf.nn.bias_add whose bias gradient sums the rows in float32 (BiasAddGrad sums them in the
+    gradient's dtype)."""
+    bias_add = tf.nn.bias_add
+
+    @tf.custom_gradient
+    def summing_in_float32(y, bias):
+        def gradient(upstream):
+            return upstream, tf.cast(tf.reduce_sum(tf.cast(upstream, tf.float32), axis=0),
+                                     bias.dtype)
+        return bias_add(y, bias), gradient
+
+    return lambda y, bias, *args, **kwargs: summing_in_float32(y, tf.convert_to_tensor(bias))
+
+
 def model_lines(classifier_dir: str, batch_size: int) -> list[dict]:
     features, labels, num_labels = real_batch(classifier_dir, batch_size)
     config = hf_weights.bert_config_from_hf(MODEL_DIR)
@@ -146,10 +166,16 @@ def main() -> None:
     parser.add_argument("--classifier_dir", default=os.path.join(DEMO, "classification"))
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--rows", type=int, default=1024, help="rows of the single-op inputs")
+    parser.add_argument("--bias_gradient", choices=["bias_add_grad", "float32_sum"],
+                        default="bias_add_grad", help="float32_sum: the experiment above")
     args = parser.parse_args()
     print(json.dumps({"benchmark": "bfloat16_gradients_machine", **machine_info(tf)}), flush=True)
-    for line in op_lines(args.rows, 384) + model_lines(args.classifier_dir, args.batch_size):
+    for line in op_lines(args.rows, 384):
         print(json.dumps(line), flush=True)
+    if args.bias_gradient == "float32_sum":
+        tf.nn.bias_add = bias_add_summing_in_float32()
+    for line in model_lines(args.classifier_dir, args.batch_size):
+        print(json.dumps({**line, "bias_gradient": args.bias_gradient}), flush=True)
 
 
 if __name__ == "__main__":
