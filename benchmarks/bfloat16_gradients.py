@@ -68,7 +68,8 @@ def op_lines(rows: int, hidden: int) -> list[dict]:
     def exact(*shape):  # bfloat16 values, so both dtypes start from the same numbers
         return tf.cast(tf.constant(rng.uniform(0.5, 1.5, shape), tf.float32), tf.bfloat16)
 
-    x, kernel, bias, upstream = exact(rows, hidden), exact(hidden, hidden), exact(hidden), exact(rows, hidden)
+    x, upstream = exact(rows, hidden), exact(rows, hidden)
+    kernel, bias = exact(hidden, hidden), exact(hidden)
     scores, values = exact(4, 64, 32), exact(4, 32, 64)
     up = lambda t: tf.cast(t, tf.float32)  # noqa: E731
     low = dense_and_gradients(x, kernel, bias, upstream)
@@ -138,7 +139,8 @@ def model_lines(classifier_dir: str, batch_size: int) -> list[dict]:
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(losses.cross_entropy(model(features, training=False)["logits"],
                                                        labels))
-        return [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, model.trainable_weights)]
+        return [tf.convert_to_tensor(g).numpy()
+                for g in tape.gradient(loss, model.trainable_weights)]
 
     by_kind: dict[str, list[tuple[float, float, float]]] = {}
     for variable, want, got in zip(full.trainable_weights, gradients(full), gradients(mixed)):
