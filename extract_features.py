@@ -10,6 +10,9 @@ Example (one sentence, or `text_a ||| text_b`, per line):
 
 --export_dir=/tmp/features_model also writes a SavedModel that takes raw text (docs/serving.md).
 
+--dtype=bfloat16 computes the encoder in bfloat16 (float32 weights, float32 values written);
+--dtype=auto picks it on CPUs with AMX-BF16 (docs/modeling.md).
+
 --init_checkpoint also takes a bert_tf output_dir or a Hugging Face directory;
 --spm_model_file replaces --vocab_file for SentencePiece models.
 """
@@ -32,6 +35,7 @@ flags.DEFINE_string("export_dir", None, "Also write a SavedModel that takes raw 
                     "cls/pooled/mean vectors and the --layers per token (docs/serving.md); "
                     "--input_file and --output_file are then optional.")
 precision.define_flag()
+training_flags.define_dtype_flag(choices=("float32", "bfloat16", "auto"))
 training_flags.define_model_flags(output_dir=False)
 # The original's TPU flags, accepted so its command lines keep working; this script runs on the
 # local default device (GPU if one is visible).

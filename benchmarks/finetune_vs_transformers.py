@@ -46,6 +46,7 @@ from typing import Callable
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -71,8 +72,14 @@ def epochs_for(steps: int, num_examples: int, batch_size: int) -> float:
 
 
 # ---------------------------------------------------------------- bert_tf: the scripts' paths
-def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str) -> dict:
-    """Fine-tunes through the script's library entry point; examples/s of the last log window."""
+def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str,
+                predict_dev: bool = False) -> dict:
+    """Fine-tunes through the script's library entry point; examples/s of the last log window.
+
+    `predict_dev` (the classifier): predicts the dev file as the test split and returns each
+    dev sentence's predicted label index as "dev_predictions" and their accuracy as
+    "dev_accuracy" (what --do_eval's eval_accuracy is, without a second pass over dev).
+    """
     config_file = os.path.join(work_dir, "bert_config.json")
     with open(config_file, "w", encoding="utf-8") as f:
         f.write(hf_weights.bert_config_from_hf(MODEL_DIR).to_json_string())
@@ -87,13 +94,22 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str) -> dict:
                   max_seq_length=SEQ_LENGTHS[name])
     padding = dict(dynamic_padding=args.dynamic_padding, group_by_length=args.group_by_length)
     if name == "classifier":
+        spec = classification.load_task_spec(os.path.join(args.classifier_dir, "custom_spec.json"))
+        if predict_dev:
+            spec["test_file"] = spec.get("dev_file", "dev.tsv")
         options = classifier_task.ClassifierOptions(
-            task_name="custom", data_dir=args.classifier_dir,
-            custom_spec=classification.load_task_spec(os.path.join(args.classifier_dir, "custom_spec.json")),
-            do_eval=bool(args.epochs), num_train_epochs=classifier_epochs(args),
-            **common, **padding)
+            task_name="custom", data_dir=args.classifier_dir, custom_spec=spec,
+            do_eval=bool(args.epochs) and not predict_dev, do_predict=predict_dev,
+            num_train_epochs=classifier_epochs(args), **common, **padding)
         out = classifier_task.run_classifier(options, run_config)
-        accuracy = {"dev_accuracy": out["eval"]["eval_accuracy"]} if args.epochs else {}
+        if predict_dev:
+            probabilities = np.loadtxt(os.path.join(run_config.output_dir, "test_results.tsv"),
+                                       delimiter="\t", ndmin=2)
+            predicted = np.argmax(probabilities, axis=1)
+            gold = [spec["labels"].index(label) for _, label in read_tsv(args.classifier_dir, "dev")]
+            accuracy = {"dev_predictions": predicted, "dev_accuracy": float(np.mean(predicted == gold))}
+        else:
+            accuracy = {"dev_accuracy": out["eval"]["eval_accuracy"]} if args.epochs else {}
     elif name == "ner":
         sentences = len(tagging.read_sentences(os.path.join(DEMO, "ner", "train.txt"), "conll"))
         options = ner_task.NerOptions(

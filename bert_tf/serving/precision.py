@@ -50,7 +50,18 @@ def model_in_dtype(model: keras.Model, build: Callable[[], keras.Model], dtype: 
     """
     if check_export_dtype(dtype) == "float32":
         return model
-    with global_policy(_POLICIES[dtype]):
+    return copy_in_policy(model, build, _POLICIES[dtype])
+
+
+def copy_in_policy(model: keras.Model, build: Callable[[], keras.Model], policy: str
+                   ) -> keras.Model:
+    """A new model from `build()` under the Keras dtype policy `policy` (e.g. "bfloat16",
+    "mixed_bfloat16") holding `model`'s weights cast to its variables' dtype.
+
+    Raises:
+      ValueError: `build()` made a model with other variables than `model`'s.
+    """
+    with global_policy(policy):
         copy = build()
     source, target = model.weights, copy.weights
     if [(w.path, tuple(w.shape)) for w in source] != [(w.path, tuple(w.shape)) for w in target]:

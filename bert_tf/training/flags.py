@@ -154,6 +154,18 @@ def define_padding_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       "examples share a batch.", flag_values=flag_values)
 
 
+def define_dtype_flag(choices: tuple[str, ...] = ("float32", "bfloat16", "float16", "auto"),
+                      flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """--dtype: the compute dtype of the model (variables stay float32), one of `choices`;
+    "auto" becomes what the devices run fastest (`distribution.resolve_dtype`)."""
+    loss_scaling = " float16 adds dynamic loss scaling." if "float16" in choices else ""
+    flags.DEFINE_enum("dtype", "float32", list(choices),
+                      f"Compute dtype; variables stay float32.{loss_scaling} auto: what the "
+                      "devices run fastest (bfloat16 on TPUs, on GPUs of compute capability 8+ "
+                      "and on CPUs with AMX-BF16; float16 on older GPUs; else float32), logged "
+                      "once.", flag_values=flag_values)
+
+
 def define_flags() -> None:
     """Defines the loop's flags (the original's TPU/checkpoint flags with their defaults, plus
     distribution, precision and optimizer flags)."""
@@ -177,11 +189,7 @@ def define_flags() -> None:
     flags.DEFINE_integer("worker_timeout_seconds", distribution.DEFAULT_WORKER_TIMEOUT_SECONDS,
                          "multi_worker_mirrored: a worker silent (no heartbeat) for this long is "
                          "lost, and the others stop naming it (docs/cluster.md).")
-    flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16", "auto"],
-                      "Compute dtype; variables stay float32. float16 adds dynamic loss scaling. "
-                      "auto: what the devices run fastest (bfloat16 on TPUs, on GPUs of compute "
-                      "capability 8+ and on CPUs with AMX-BF16; float16 on older GPUs; else "
-                      "float32), logged once.")
+    define_dtype_flag()
     flags.DEFINE_bool("use_xla", False, "Compile the training step with XLA.")
     flags.DEFINE_enum("lr_schedule", "linear", list(schedules.SCHEDULES),
                       "Learning-rate curve after the warm-up: linear (the original's), cosine "

