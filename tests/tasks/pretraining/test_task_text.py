@@ -140,15 +140,15 @@ def test_bad_squad_and_empty_task_files(tmp_path):
         create_pretraining_data(_config(str(empty), tmp_path / "o.tfrecord", TaskTextOptions("conll")))
 
 
-def test_script_reads_task_files_without_tensorflow(task_files, tmp_path):
-    """One process: the script on a TSV, then the readers' modules import no TensorFlow."""
+def test_script_reads_task_files_without_tensorflow(task_files, tmp_path, script_runner):
+    """The script on a TSV (a forked run of `script_runner`), then, in a fresh process, the
+    readers' modules import no TensorFlow."""
     out = tmp_path / "script.tfrecord"
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+    [result] = script_runner.run_all([(
+        [os.path.join(REPO, "create_pretraining_data.py"),
          f"--input_file={task_files['tsv']}", f"--output_file={out}", f"--vocab_file={VOCAB}",
          "--input_format=tsv", "--text_columns=sentence1,sentence2", "--split_sentences",
-         "--max_seq_length=24", "--max_predictions_per_seq=4", "--dupe_factor=1"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120)
+         "--max_seq_length=24", "--max_predictions_per_seq=4", "--dupe_factor=1"], str(tmp_path))])
     assert result.returncode == 0, result.stderr[-2000:]
     assert "4 documents" in result.stdout and out.exists()
     probe = ("import sys; from bert_tf.tasks.pretraining import task_text; "
