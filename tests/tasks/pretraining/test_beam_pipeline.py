@@ -117,15 +117,14 @@ def test_bad_inputs_fail_before_the_pipeline_starts_with_the_local_messages(tmp_
 
 
 @NEEDS_BEAM
-def test_script_runner_beam_end_to_end(corpus, local, tmp_path):
+def test_script_runner_beam_end_to_end(corpus, local, tmp_path, script_runner):
     local_files, local_summary = local
     out = tmp_path / "script.tfrecord"
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
+    [result] = script_runner.run_all([(
+        [os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={corpus}",
          f"--output_file={out}@3", f"--vocab_file={VOCAB}", "--dupe_factor=2", "--max_seq_length=64",
          "--max_predictions_per_seq=10", "--document_buffer_size=12", "--runner=beam",
-         "--beam_pipeline_options=--runner=DirectRunner --direct_num_workers=2"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+         "--beam_pipeline_options=--runner=DirectRunner --direct_num_workers=2"], str(tmp_path))])
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"output: {local_summary.instances:,} instances in 3 files" in result.stdout
     # Beam's own INFO lines (type hints, runner choice, job service, workers) stay off stderr.
