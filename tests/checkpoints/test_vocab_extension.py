@@ -1,8 +1,6 @@
 """Vocabulary extension: [unusedN] slots and appended rows, on tiny exported checkpoints (BERT with\nWordPiece, ALBERT with SentencePiece)."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -98,14 +96,15 @@ def test_refusals(source, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_script_end_to_end(source, tmp_path):
+def test_script_end_to_end(source, tmp_path, script_runner):
     src, _ = source
     (tmp_path / "tokens.txt").write_text("##ing\nzebra\n")
-    done = subprocess.run(
-        [sys.executable, os.path.join(REPO, "extend_vocab.py"), f"--init_checkpoint={src}",
+    [done] = script_runner.run_all([(
+        [os.path.join(REPO, "extend_vocab.py"), f"--init_checkpoint={src}",
          f"--vocab_file={src / 'vocab.txt'}", f"--bert_config_file={src / 'bert_config.json'}",
          "--new_tokens=covid", f"--new_tokens_file={tmp_path / 'tokens.txt'}", "--mode=append",
-         f"--output_dir={tmp_path / 'out'}"], capture_output=True, text=True, check=True)
+         f"--output_dir={tmp_path / 'out'}"], str(tmp_path))])
+    assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["16\tcovid", "17\t##ing", "18\tzebra",
                                         "vocab_size=19; skipped (already present): 0"]
     assert sorted(os.listdir(tmp_path / "out")) == [
@@ -130,16 +129,17 @@ def albert_source(tmp_path):
     return tmp_path / "src", str(tmp_path / "spm.model"), config
 
 
-def test_a_sentencepiece_albert_vocabulary_grows_by_user_defined_pieces(albert_source, tmp_path):
+def test_a_sentencepiece_albert_vocabulary_grows_by_user_defined_pieces(albert_source, tmp_path,
+                                                                     script_runner):
     """extend_vocab.py --spm_model_file --albert_config_file: new pieces come out of text whole
     with the new ids, every other text encodes as before, and the [V,E] factorised table and
     the output bias grow by one row per piece."""
     src, spm_model, config = albert_source
-    done = subprocess.run(
-        [sys.executable, os.path.join(REPO, "extend_vocab.py"), f"--init_checkpoint={src}",
+    [done] = script_runner.run_all([(
+        [os.path.join(REPO, "extend_vocab.py"), f"--init_checkpoint={src}",
          f"--spm_model_file={spm_model}", f"--albert_config_file={src / 'albert_config.json'}",
          "--new_tokens=covid,mrna", "--mode=append", f"--output_dir={tmp_path / 'out'}"],
-        capture_output=True, text=True)
+        str(tmp_path))])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["120\tcovid", "121\tmrna",
                                         "vocab_size=122; skipped (already present): 0"]
