@@ -2,8 +2,6 @@
 
 import collections
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -154,13 +152,12 @@ def test_config_and_input_errors(tmp_path):
         build_vocab(VocabBuildConfig(input_file=str(tmp_path / "blank.txt"), output_file="y"))
 
 
-def test_script_writes_vocab_and_sentencepiece_model(corpus, tmp_path):
+def test_script_writes_vocab_and_sentencepiece_model(corpus, tmp_path, script_runner):
     out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "build_vocab.py"), f"--input_file={corpus}",
+    [result] = script_runner.run_all([(
+        [os.path.join(REPO, "build_vocab.py"), f"--input_file={corpus}",
          f"--output_file={out}/vocab.txt", "--vocab_size=2500", "--do_lower_case=False",
-         f"--spm_model_prefix={out}/spm"],
-        capture_output=True, text=True, timeout=300)
+         f"--spm_model_prefix={out}/spm"], str(tmp_path))])
     assert result.returncode == 0, result.stderr
     printed = dict(line.split(": ", 1) for line in result.stdout.splitlines())
     assert printed["vocab_size"] == "2500" and float(printed["unk_rate"].rstrip("%")) < 0.5
