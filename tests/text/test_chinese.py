@@ -200,23 +200,20 @@ def test_build_vocab_converts_before_counting(tmp_path):
     assert vocab == (tmp_path / "s_vocab.txt").read_text(encoding="utf-8") and "台" in vocab and "臺" not in vocab
 
 
-def test_script_flags_reach_the_pipeline(tmp_path):
+def test_script_flags_reach_the_pipeline(tmp_path, script_runner):
     """create_pretraining_data.py with every new flag: unmasked records holding the n-gram option."""
     import os
-    import subprocess
 
-    root = REPO
     text = tmp_path / "t.txt"
     # 國 -> 国 is the one conversion whose both sides this (English) vocabulary holds
     text.write_text("我們在中國學習電腦軟體。\n頭髮很乾燥，後來才好。\n\n這個問題很難回答。\n請說明你的理由。\n",
                     encoding="utf-8")
     out = tmp_path / "out.tfrecord"
-    result = subprocess.run(
-        [sys.executable, os.path.join(root, "create_pretraining_data.py"), f"--input_file={text}",
+    [result] = script_runner.run_all([(
+        [os.path.join(REPO, "create_pretraining_data.py"), f"--input_file={text}",
          f"--output_file={out}", f"--vocab_file={VOCAB}", "--max_seq_length=32", "--max_predictions_per_seq=5",
          "--chinese_conversion=t2s", "--chinese_segmenter=jieba", "--do_whole_word_mask", "--ngram=2",
-         "--dynamic_masking", "--dupe_factor=1", "--progress=false"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root})
+         "--dynamic_masking", "--dupe_factor=1", "--progress=false"], str(tmp_path))])
     assert result.returncode == 0, result.stderr[-2000:]
     assert "masked positions: none written (--dynamic_masking" in result.stdout
     records = [features.unmasked_pretraining_schema(32).decode(r) for r in tfrecord.read_records(str(out))]
