@@ -4,8 +4,6 @@ results compare the task's main metric; bert-distill's own error line through th
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -75,14 +73,12 @@ def test_squad_distils_start_and_end(tmp_path):
         json.load(open(os.path.join(tmp_path, "student", "teacher", "eval_results.json")))["f1"])
 
 
-def test_script_takes_the_task_flags_and_prints_one_error_line(tmp_path):
+def test_script_takes_the_task_flags_and_prints_one_error_line(tmp_path, script_runner):
     # --task=ner: the tagger's flags (--data_format) parse; no teacher given: one error line.
-    done = subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_distillation.py"), "--task=ner",
+    [done] = script_runner.run_all([(
+        [os.path.join(REPO, "run_distillation.py"), "--task=ner",
          "--data_format=char", f"--data_dir={NER}", f"--output_dir={tmp_path / 'out'}",
-         "--student_layers=1"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-        env=dict(os.environ, PYTHONPATH=REPO))
+         "--student_layers=1"], REPO)])
     assert done.returncode == 1, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert errors == ["error: give one of --teacher_dir (a bert_tf fine-tuning run) and "
