@@ -2,8 +2,6 @@
 
 import importlib.resources
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -132,23 +130,21 @@ def test_mixed_inputs_and_different_options_are_refused(unmasked, tmp_path):
         _batches(f"{unmasked},{other}", 1)
 
 
-def test_script_writes_one_copy_unless_dupe_factor_is_given(tmp_path):
+def test_script_writes_one_copy_unless_dupe_factor_is_given(tmp_path, script_runner):
     """create_pretraining_data.py --dynamic_masking: --dupe_factor defaults to 1 (said in the
     summary), not the original's 10 unmasked copies; an explicit value is honoured."""
     script = os.path.join(os.path.dirname(CORPUS), "..", "..", "create_pretraining_data.py")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    runs = {"default.tfrecord": [], "two.tfrecord": ["--dupe_factor=2"]}
+    results = script_runner.run_all([
+        ([script, f"--input_file={CORPUS}", f"--output_file={tmp_path / name}",
+          f"--vocab_file={VOCAB}", "--dynamic_masking", "--noprogress", *extra], str(tmp_path))
+        for name, extra in runs.items()])
 
-    def run(name, *extra):
-        out = tmp_path / name
-        result = subprocess.run(
-            [sys.executable, script, f"--input_file={CORPUS}", f"--output_file={out}",
-             f"--vocab_file={VOCAB}", "--dynamic_masking", "--noprogress", *extra],
-            capture_output=True, text=True, env=env, timeout=300)
+    def outcome(name, result):
         assert result.returncode == 0, result.stderr[-2000:]
-        return sum(1 for _ in tfrecord.read_records(str(out))), result.stdout
+        return sum(1 for _ in tfrecord.read_records(str(tmp_path / name))), result.stdout
 
-    one, default_out = run("default.tfrecord")
-    two, explicit_out = run("two.tfrecord", "--dupe_factor=2")
+    (one, default_out), (two, explicit_out) = map(outcome, runs, results)
     assert one == sum(1 for _ in tfrecord.read_records(_write(tmp_path / "lib.tfrecord")))
     assert "dupe_factor: 1 (--dynamic_masking without --dupe_factor" in default_out
     assert "dupe_factor" not in explicit_out
