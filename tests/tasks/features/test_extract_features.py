@@ -8,8 +8,6 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,7 +20,6 @@ from bert_tf.tasks.features.extraction import (Example, ExtractionOptions, extra
                                                json_line, pack)
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import distribution
-from conftest import REPO
 from in_process import run_script
 from tiny_models import write_random_encoder
 
@@ -124,13 +121,11 @@ def test_script_matches_library(model_dir, tmp_path):
     extract_features(options)
     expected = open(options.output_file, encoding="utf-8").read()
     script_output = tmp_path / "script.jsonl"
-    subprocess.run([sys.executable, os.path.join(REPO, "extract_features.py"),
-                    f"--input_file={options.input_file}", f"--output_file={script_output}",
-                    f"--vocab_file={options.vocab_file}",
-                    f"--bert_config_file={options.bert_config_file}",
-                    f"--init_checkpoint={model_dir}", f"--max_seq_length={MAX_SEQ_LENGTH}",
-                    "--batch_size=2", "--use_tpu=false", "--use_one_hot_embeddings"],
-                   check=True, capture_output=True)
+    run_script("extract_features.py", [
+        f"--input_file={options.input_file}", f"--output_file={script_output}",
+        f"--vocab_file={options.vocab_file}", f"--bert_config_file={options.bert_config_file}",
+        f"--init_checkpoint={model_dir}", f"--max_seq_length={MAX_SEQ_LENGTH}",
+        "--batch_size=2", "--use_tpu=false", "--use_one_hot_embeddings"])
     got = script_output.read_text()
     assert got.count("\n") == len(LINES)
     for a, b in zip(got.splitlines(), expected.splitlines()):  # another batching: same up to rounding
