@@ -11,6 +11,9 @@ runs in the server, so forking it is safe.
     with ScriptRunner() as runner:
         results = runner.run_all([(argv, cwd), ...])   # CompletedProcess-like, in order
 
+A command may also carry environment changes and limits (e.g. a file-size limit, as
+`ulimit -f`): `(argv, cwd, {"NAME": "value"}, {"file_size": bytes})`, see `run_all`.
+
 The tests share one server (conftest's session fixture `script_runner`).
 """
 
@@ -50,8 +53,17 @@ class ScriptRunner:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run_all(self, commands: list[tuple]) -> list[Run]:
-        """Runs each (argv, cwd) or (argv, cwd, environment changes); argv[0] is the script's
-        path. Results in the given order."""
+        """Runs each (argv, cwd), (argv, cwd, environment changes) or (argv, cwd, environment
+        changes, limits); argv[0] is the script's path. Results in the given order.
+
+        `limits` sets the child's resource limits before the script runs; its one key,
+        "file_size": bytes, is `ulimit -f`'s limit (RLIMIT_FSIZE) with SIGXFSZ ignored, so that a
+        write past it fails with EFBIG as on a full disk. It holds for every file the child
+        writes, the files that capture its stdout and stderr included."""
+        for command in commands:
+            unknown = set(command[3] if len(command) == 4 else ()) - {"file_size"}
+            if unknown:
+                raise ValueError(f"unknown limits: {sorted(unknown)}")
         self._server.stdin.write(json.dumps(commands) + "\n")
         self._server.stdin.flush()
         line = self._server.stdout.readline()
@@ -70,13 +82,26 @@ class ScriptRunner:
         self.close()
 
 
-def _child(argv: list[str], cwd: str, env: dict, out_path: str, err_path: str) -> None:
+def _limit(limits: dict) -> None:
+    """In the forked child: the run_all `limits` (see ScriptRunner.run_all)."""
+    import resource
+    import signal
+
+    if "file_size" in limits:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size"], hard))
+
+
+def _child(argv: list[str], cwd: str, env: dict, limits: dict, out_path: str,
+           err_path: str) -> None:
     """In the forked child: runs the script as `python argv...` would; never returns."""
     import runpy
 
     status = 0
     os.environ.update(env)
     try:
+        _limit(limits)
         for fd, path in ((1, out_path), (2, err_path)):
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             os.dup2(target, fd)
@@ -114,11 +139,12 @@ def _run_commands(commands: list[list]) -> list[dict]:
         pending = list(enumerate(commands))
         while pending or running:
             while pending and len(running) < PARALLEL:
-                index, (argv, cwd, *env) = pending.pop(0)
+                index, (argv, cwd, *options) = pending.pop(0)
+                env, limits = (*options, {}, {})[:2]
                 out, err = (os.path.join(scratch, f"{index}.{s}") for s in ("out", "err"))
                 pid = os.fork()
                 if pid == 0:
-                    _child(argv, cwd, env[0] if env else {}, out, err)
+                    _child(argv, cwd, env, limits, out, err)
                 running[pid] = (index, out, err)
             pid, wait_status = os.wait()
             index, out, err = running.pop(pid)

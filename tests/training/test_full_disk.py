@@ -17,7 +17,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.training import log as training_log
 from pretraining_records import TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config
-from pretraining_runs import start, wait, weights
+from pretraining_runs import ENV, HELPER, weights
 
 LIMIT = 64 * 1024  # bytes: the tiny model's checkpoint data (weights + Adam slots) is larger
 
@@ -30,27 +30,30 @@ def _flags(directory, output_dir):
             "--save_checkpoints_steps=4", "--log_every_n_steps=4"]
 
 
-def _limit_file_size():
-    """In the child: files may not grow past LIMIT; writes past it fail with EFBIG."""
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, resource.getrlimit(
-        resource.RLIMIT_FSIZE)[1]))
+def _run(directory, output_dir, limits=None):
+    """run_pretraining.py through pretraining_subprocess.py (deterministic ops), as a forked
+    `script_runner` command; `limits` as in ScriptRunner.run_all (files may not grow past
+    {"file_size": bytes}: writes past it fail with EFBIG)."""
+    return ([HELPER, *_flags(directory, output_dir)], str(directory), ENV, limits or {})
 
 
-def test_a_checkpoint_that_does_not_fit_is_one_error_line_and_a_rerun_finishes(tmp_path):
+def test_a_checkpoint_that_does_not_fit_is_one_error_line_and_a_rerun_finishes(tmp_path,
+                                                                              script_runner):
     write_records(tmp_path / "train.tfrecord", pretraining_arrays(64, 0))
     write_tiny_config(tmp_path)
     straight, limited = tmp_path / "straight", tmp_path / "limited"
-    uninterrupted = start(_flags(tmp_path, straight))
-    output = wait(start(_flags(tmp_path, limited), preexec_fn=_limit_file_size), returncode=1)
-    assert output.endswith(
+    uninterrupted, starved = script_runner.run_all([
+        _run(tmp_path, straight), _run(tmp_path, limited, {"file_size": LIMIT})])
+    assert starved.returncode == 1, (starved.stdout + starved.stderr)[-3000:]
+    assert starved.stderr.endswith(
         f"error: {limited}/ckpt-4: file too large (a file-size limit, e.g. ulimit -f) while "
         f"writing it (nothing was left under that name); free space and run the same command "
-        f"again\n"), output[-3000:]
+        f"again\n"), starved.stderr[-3000:]
     assert not [name for name in os.listdir(limited) if name.startswith("ckpt-4")]
     assert tf.train.latest_checkpoint(str(limited)) is None
-    wait(start(_flags(tmp_path, limited)))  # room again: the same command
-    wait(uninterrupted)
+    [rerun] = script_runner.run_all([_run(tmp_path, limited)])  # room again: the same command
+    for run in (rerun, uninterrupted):
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     expected, got = weights(f"{straight}/ckpt-4"), weights(f"{limited}/ckpt-4")
     assert set(got) == set(expected)
     for name in expected:
