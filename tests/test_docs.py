@@ -53,9 +53,10 @@ COMMANDS = [command for fence in docs.all_fences() + docs.docstring_fences()
 
 
 @pytest.fixture(scope="module")
-def script_flags() -> dict[str, dict]:
+def script_flags(script_runner) -> dict[str, dict]:
     """{script: {flag: description}} for every script a command names, read once: absl scripts
-    by importing them all in one process, argparse ones from their source."""
+    by importing them all in one process (forked by `script_runner`), argparse ones from their
+    source."""
     scripts = sorted({c.script for c in COMMANDS if os.path.isfile(os.path.join(REPO, c.script))})
     described, absl_scripts = {}, []
     for script in scripts:
@@ -64,10 +65,8 @@ def script_flags() -> dict[str, dict]:
             absl_scripts.append(script)
         else:
             described[script] = parsed
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
-    out = subprocess.run([sys.executable, os.path.join(REPO, "tests", "docs_snippets.py"),
-                          *absl_scripts], capture_output=True, text=True, env=env, cwd=REPO,
-                         timeout=300)
+    [out] = script_runner.run_all([([os.path.join(REPO, "tests", "docs_snippets.py"),
+                                     *absl_scripts], REPO, {"TF_CPP_MIN_LOG_LEVEL": "3"})])
     assert out.returncode == 0, out.stderr[-3000:]
     described.update(json.loads(out.stdout.strip().splitlines()[-1]))
     return described
@@ -372,19 +371,21 @@ def snippet_paths(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("fence", RUNNABLE, ids=[f.where for f in RUNNABLE])
-def test_runnable_snippet_runs(fence, snippet_paths, tmp_path):
+def test_runnable_snippet_runs(fence, snippet_paths, tmp_path, script_runner):
+    """A Python snippet runs as `python snippet.py` in a process forked by `script_runner`
+    (TensorFlow imported once); shell commands in bash."""
     text = _substitute(fence.text, snippet_paths)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO,
+    env = dict(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO,
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     if docs.is_python(fence):
         script = tmp_path / "snippet.py"
         script.write_text(_checked_values(text), encoding="utf-8")
-        argv, cwd = [sys.executable, str(script)], tmp_path
+        [out] = script_runner.run_all([([str(script)], str(tmp_path), env)])
     else:  # commands run from the repository's root, as the docs' `python <script>.py` assume
         assert docs.commands(fence), f"{fence.where}: a runnable shell fence runs no script"
-        argv, cwd = ["bash", "-euo", "pipefail", "-c", text], REPO
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env,
-                         timeout=SNIPPET_TIMEOUT)
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", text], capture_output=True,
+                             text=True, cwd=REPO, env={**os.environ, **env},
+                             timeout=SNIPPET_TIMEOUT)
     assert out.returncode == 0, f"{fence.where} failed:\n{text}\n{out.stderr[-3000:]}"
 
 
