@@ -40,8 +40,12 @@ demo: $(VENV)/.installed
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash demo/run_demo.sh
 
 # CI=true: a test whose optional package `make test` installs fails instead of skipping.
+# Two worker processes (pytest-xdist), each taking whole test files (--dist loadfile, so a
+# module's fixtures are built once): most of the suite's time is single-threaded Python
+# (tracing, fixtures, script start-ups), which one process leaves the second core idle for.
+TEST_WORKERS ?= 2
 test: $(VENV)/.test-installed
-	CI=true $(PY) -m pytest -q --durations=25 -ra tests
+	CI=true $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 -ra tests
 
 clean:
 	rm -rf $(VENV) demo_output
