@@ -17,10 +17,11 @@ from typing import Callable
 
 import numpy as np
 
+from bert_tf import filesystem
 from bert_tf.checkpoints import albert_names, electra_names
 from bert_tf.model.albert.config import AlbertConfig, albert_config_from_hf
 from bert_tf.model.electra.config import ElectraConfig, electra_config_from_hf
-from bert_tf.model.config import BertConfig, ConfigError, hf_hidden_act
+from bert_tf.model.config import BertConfig, ConfigError, config_from_hf
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -51,9 +52,18 @@ _CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention
 
 
 def is_hf_directory(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, CONFIG_FILE)) and (
-        os.path.isfile(os.path.join(path, WEIGHTS_FILE))
-        or os.path.isfile(os.path.join(path, WEIGHTS_INDEX_FILE)))
+    """config.json and the weights (one file or an index of shards), on any file system."""
+    return filesystem.isfile(filesystem.join(path, CONFIG_FILE)) and (
+        filesystem.isfile(filesystem.join(path, WEIGHTS_FILE))
+        or filesystem.isfile(filesystem.join(path, WEIGHTS_INDEX_FILE)))
+
+
+def _read_json(path: str) -> dict:
+    try:
+        return json.loads(filesystem.read_text(path))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e}); give the directory's config.json as "
+                          "transformers wrote it") from None
 
 
 def tf1_name(hf_name: str) -> tuple[str | None, bool]:
@@ -148,8 +158,7 @@ def electra_hf_name(tf1: str) -> str | None:
 def label_names(directory: str) -> list[str] | None:
     """A Hugging Face classifier's label names (`id2label` in id order), or None when the
     directory names none of its own (no id2label, or transformers' LABEL_0, LABEL_1, ...)."""
-    with open(os.path.join(directory, CONFIG_FILE), encoding="utf-8") as f:
-        id2label = json.load(f).get("id2label") or {}
+    id2label = _read_json(filesystem.join(directory, CONFIG_FILE)).get("id2label") or {}
     labels = [id2label.get(str(i)) for i in range(len(id2label))]
     if None in labels or labels == [f"LABEL_{i}" for i in range(len(labels))]:
         return None
@@ -157,12 +166,30 @@ def label_names(directory: str) -> list[str] | None:
 
 
 def _weight_files(directory: str) -> list[str]:
-    index = os.path.join(directory, WEIGHTS_INDEX_FILE)
-    if os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
-        return [os.path.join(directory, shard) for shard in shards]
-    return [os.path.join(directory, WEIGHTS_FILE)]
+    index = filesystem.join(directory, WEIGHTS_INDEX_FILE)
+    if filesystem.isfile(index):
+        shards = sorted(set(_read_json(index)["weight_map"].values()))
+        return [filesystem.join(directory, shard) for shard in shards]
+    return [filesystem.join(directory, WEIGHTS_FILE)]
+
+
+class _WeightsInMemory(dict):
+    """A safetensors file read whole: {name: array} with `safe_open`'s `get_tensor`."""
+
+    def get_tensor(self, name: str) -> np.ndarray:
+        return self[name]
+
+
+def _open_weights(path: str):
+    """safetensors' lazy reader of a local file; a file on another file system (gs://) is read
+    whole, since safetensors opens local paths only."""
+    if not filesystem.scheme(path):
+        from safetensors import safe_open  # noqa: PLC0415 (only needed for this format)
+
+        return safe_open(path, framework="numpy")
+    from safetensors.numpy import load  # noqa: PLC0415
+
+    return _WeightsInMemory(load(filesystem.read_bytes(path)))
 
 
 def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
@@ -172,11 +199,9 @@ def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
     list them as unused; buffers and tied copies (`position_ids`, `cls.predictions.decoder.*`)
     are dropped.
     """
-    from safetensors import safe_open  # noqa: PLC0415 (only needed for this format)
-
     config = bert_config_from_hf(directory)
     translate, not_weights = tf1_name, _NOT_WEIGHTS
-    handles = [safe_open(path, framework="numpy") for path in _weight_files(directory)]
+    handles = [_open_weights(path) for path in _weight_files(directory)]
     if isinstance(config, AlbertConfig):
         translate, not_weights = albert_names.hf_tf1_name, albert_names.HF_NOT_WEIGHTS
     elif isinstance(config, ElectraConfig):
@@ -210,11 +235,10 @@ def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
     "gelu_exact", "gelu_new" (tanh) becomes "gelu".
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
-        path = os.path.join(path, CONFIG_FILE)
+    if filesystem.isdir(path):
+        path = filesystem.join(path, CONFIG_FILE)
     try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
+        values = _read_json(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: Hugging Face config.json not found") from None
     model_type = values.get("model_type", "bert")
@@ -225,6 +249,4 @@ def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
     if model_type != "bert":
         raise ConfigError(f"{path}: model_type {model_type!r} is not BERT (nor ALBERT, nor "
                           f"ELECTRA); only their weights can be imported")
-    hidden_act = hf_hidden_act(values, path, default="gelu")
-    known = {key: values[key] for key in _CONFIG_KEYS if key in values}
-    return BertConfig.from_dict({**known, "hidden_act": hidden_act})
+    return config_from_hf(BertConfig, values, _CONFIG_KEYS, path, default_act="gelu")

@@ -2,6 +2,7 @@
 directories, and the errors a user meets with a wrong config or path."""
 
 import os
+import uuid
 
 import keras
 import numpy as np
@@ -256,11 +257,10 @@ def test_bert_config_from_hf_keeps_the_activation_function(tmp_path):
         hf_weights.bert_config_from_hf(tmp_path / "config.json")
 
 
-def test_hf_directory_with_another_gelu_warns(tmp_path, tiny_config, caplog):
-    """Hugging Face "gelu" is the erf form: a model built with our (tanh) "gelu" is told so."""
-    encoder = BertEncoder(tiny_config)
-    arrays = {m.name: m.variable.numpy() for m in checkpoints.encoder_mappings(encoder)}
+def _write_hf_directory(encoder, directory) -> None:
+    """`encoder`'s weights as a Hugging Face BERT directory (config.json says "gelu")."""
     from safetensors.numpy import save_file  # noqa: PLC0415
+    arrays = {m.name: m.variable.numpy() for m in checkpoints.encoder_mappings(encoder)}
     hf = {}
     for name, value in arrays.items():
         hf_name = (name.replace("bert/", "").replace("encoder/layer_", "encoder.layer.")
@@ -271,14 +271,46 @@ def test_hf_directory_with_another_gelu_warns(tmp_path, tiny_config, caplog):
         if hf_name.endswith(".kernel"):  # PyTorch Linear weights are [out, in]
             hf_name, value = hf_name.replace(".kernel", ".weight"), value.T
         hf[hf_name] = np.ascontiguousarray(value)
-    save_file(hf, str(tmp_path / "model.safetensors"))
-    (tmp_path / "config.json").write_text(
+    save_file(hf, str(directory / "model.safetensors"))
+    (directory / "config.json").write_text(
         '{"model_type": "bert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, '
         '"num_attention_heads": 4, "intermediate_size": 37, "hidden_act": "gelu", '
         '"max_position_embeddings": 64, "type_vocab_size": 2}')
+
+
+def test_hf_directory_with_another_gelu_warns(tmp_path, tiny_config, caplog):
+    """Hugging Face "gelu" is the erf form: a model built with our (tanh) "gelu" is told so."""
+    encoder = BertEncoder(tiny_config)
+    _write_hf_directory(encoder, tmp_path)
     again = BertEncoder(tiny_config)
     report = checkpoints.init_from_checkpoint(again, tmp_path)
     assert (report.kind, report.missing, report.unused) == ("huggingface", [], [])
     assert "activation bert_tf calls 'gelu_exact' but the model uses 'gelu'" in caplog.text
     for a, b in zip(encoder.weights, again.weights, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def test_hf_directory_on_a_remote_file_system_loads_the_same_weights(tmp_path, tiny_config):
+    """gs:// (tested as ram://): the directory is found, its config read and its safetensors
+    file read whole; a config it cannot use is one error naming the remote file."""
+    encoder = BertEncoder(tiny_config)
+    _write_hf_directory(encoder, tmp_path)
+    remote = f"ram://hf_{uuid.uuid4().hex}"
+    for name in ("config.json", "model.safetensors"):
+        tf.io.gfile.copy(str(tmp_path / name), f"{remote}/{name}")
+    again = BertEncoder(tiny_config)
+    report = checkpoints.init_from_checkpoint(again, remote)
+    assert (report.kind, report.missing, report.unused) == ("huggingface", [], [])
+    for a, b in zip(encoder.weights, again.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    assert hf_weights.bert_config_from_hf(remote).intermediate_size == 37
+    tf.io.gfile.makedirs(f"{remote}/bad")
+    with tf.io.gfile.GFile(f"{remote}/bad/config.json", "w") as f:
+        f.write('{"model_type": "bert", "vocab_size": 99, "hidden_size": 30, '
+                '"num_attention_heads": 4}')
+    with pytest.raises(ValueError, match=f"^{remote}/bad/config.json: .*hidden_size"):
+        hf_weights.bert_config_from_hf(f"{remote}/bad")
+    with tf.io.gfile.GFile(f"{remote}/broken/config.json", "w") as f:
+        f.write('{"model_type": "bert",')
+    with pytest.raises(ValueError, match=f"^{remote}/broken/config.json: not valid JSON"):
+        hf_weights.bert_config_from_hf(f"{remote}/broken")
