@@ -3,7 +3,7 @@ on a real batch, as JSON lines.
 
     python benchmarks/real_text.py --classification_dir=/tmp/real/sections
     python benchmarks/bfloat16_gradients.py --classifier_dir=/tmp/real/sections
-    python benchmarks/bfloat16_gradients.py --classifier_dir=/tmp/real/sections --bias_gradient=float32_sum
+    python benchmarks/bfloat16_gradients.py --classifier_dir=/tmp/real/sections --bias_gradient=bias_add_grad
     TF_ENABLE_ONEDNN_OPTS=0 python benchmarks/bfloat16_gradients.py --classifier_dir=/tmp/real/sections
 
 Ops: each op (and the gradient ops a Dense layer's backward runs) on bfloat16 inputs against the
@@ -20,9 +20,10 @@ policy on the same weights. One line per kind of variable {"variables", "count",
 {"median", "min", "max"}}; the attention key biases are their own kind, as their true gradient
 is 0 (softmax ignores a shift of every score of a row), so what bfloat16 gives them is noise.
 
-`--bias_gradient=float32_sum` is an experiment, not bert_tf's code: for the model lines, this
-process's `tf.nn.bias_add` is replaced by one whose bias gradient casts the upstream gradient to
-float32 before summing the rows, to show what summing in float32 would give.
+The dense layers add their bias with `bert_tf.model.encoder.bias_add`, whose bias gradient sums
+the rows in float32 (`--bias_gradient=float32_sum`, the default). `--bias_gradient=bias_add_grad`
+makes the model lines use `tf.nn.bias_add` instead, whose gradient, BiasAddGrad, sums them in
+bfloat16 (what bert_tf did before), to show the difference.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import hf_weights, name_map as checkpoints
-from bert_tf.model import losses, models
+from bert_tf.model import encoder, losses, models
 from bert_tf.serving import precision
 from bert_tf.text.tokenizers import FullTokenizer
 
@@ -53,12 +54,12 @@ def relative_errors(low: tf.Tensor, high: tf.Tensor) -> dict:
 
 
 @tf.function
-def dense_and_gradients(x, kernel, bias, upstream):
-    """A Dense layer's forward (matmul + bias_add, as bert_tf.model.encoder.Dense) and the
-    gradients of its input, kernel and bias for `upstream`."""
+def dense_and_gradients(x, kernel, bias, upstream, bias_add=tf.nn.bias_add):
+    """A Dense layer's forward (matmul + `bias_add`) and the gradients of its input, kernel and
+    bias for `upstream`."""
     with tf.GradientTape() as tape:
         tape.watch([x, kernel, bias])
-        y = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        y = bias_add(tf.matmul(x, kernel), bias)
     return [y, *tape.gradient(y, [x, kernel, bias], output_gradients=upstream)]
 
 
@@ -78,6 +79,8 @@ def op_lines(rows: int, hidden: int) -> list[dict]:
              "MatMul (input gradient)": (low[1], high[1]),
              "MatMul (kernel gradient, a sum over the rows)": (low[2], high[2]),
              "BiasAddGrad (bias gradient, a sum over the rows)": (low[3], high[3]),
+             "bert_tf's bias_add (bias gradient, a float32 sum over the rows)": (
+                 dense_and_gradients(x, kernel, bias, upstream, encoder.bias_add)[3], high[3]),
              "BatchMatMulV2": (tf.matmul(scores, values), tf.matmul(up(scores), up(values))),
              "Sum over the rows": (tf.reduce_sum(upstream, 0), tf.reduce_sum(up(upstream), 0)),
              "Cast float32 to bfloat16": (tf.cast(up(x) * up(upstream), tf.bfloat16),
@@ -110,21 +113,6 @@ def kind(path: str) -> str:
         return "embeddings"
     return {"kernel": "dense kernels", "bias": "dense biases", "gamma": "LayerNorm gamma",
             "beta": "LayerNorm beta"}.get(name, "classifier head")
-
-
-def bias_add_summing_in_float32():
-    """tf.nn.bias_add whose bias gradient sums the rows in float32 (BiasAddGrad sums them in the
-    gradient's dtype)."""
-    bias_add = tf.nn.bias_add
-
-    @tf.custom_gradient
-    def summing_in_float32(y, bias):
-        def gradient(upstream):
-            return upstream, tf.cast(tf.reduce_sum(tf.cast(upstream, tf.float32), axis=0),
-                                     bias.dtype)
-        return bias_add(y, bias), gradient
-
-    return lambda y, bias, *args, **kwargs: summing_in_float32(y, tf.convert_to_tensor(bias))
 
 
 def model_lines(classifier_dir: str, batch_size: int) -> list[dict]:
@@ -168,14 +156,14 @@ def main() -> None:
     parser.add_argument("--classifier_dir", default=os.path.join(DEMO, "classification"))
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--rows", type=int, default=1024, help="rows of the single-op inputs")
-    parser.add_argument("--bias_gradient", choices=["bias_add_grad", "float32_sum"],
-                        default="bias_add_grad", help="float32_sum: the experiment above")
+    parser.add_argument("--bias_gradient", choices=["float32_sum", "bias_add_grad"],
+                        default="float32_sum", help="bias_add_grad: tf.nn.bias_add's gradient")
     args = parser.parse_args()
     print(json.dumps({"benchmark": "bfloat16_gradients_machine", **machine_info(tf)}), flush=True)
     for line in op_lines(args.rows, 384):
         print(json.dumps(line), flush=True)
-    if args.bias_gradient == "float32_sum":
-        tf.nn.bias_add = bias_add_summing_in_float32()
+    if args.bias_gradient == "bias_add_grad":
+        encoder.bias_add = tf.nn.bias_add
     for line in model_lines(args.classifier_dir, args.batch_size):
         print(json.dumps({**line, "bias_gradient": args.bias_gradient}), flush=True)
 

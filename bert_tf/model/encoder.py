@@ -36,7 +36,8 @@ Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", everything
 embeddings and the outputs runs in the compute dtype (products, attention, GELU, dropout,
 residual sums, LayerNorm's normalization) while variables stay float32; float32 only where the
 numerics need it: the embedding sum (float32 tables), LayerNorm's statistics and softmax's sum
-(docs/modeling.md, "Mixed precision"). The outputs (`sequence_output`, `pooled_output`,
+(docs/modeling.md, "Mixed precision"); the dense layers' bias gradients sum the batch's rows in
+float32 (`bias_add`). The outputs (`sequence_output`, `pooled_output`,
 `encoder_outputs`) are in the compute dtype. Under the pure "bfloat16" policy (the bfloat16
 exports) the variables are bfloat16 too.
 """
@@ -98,6 +99,28 @@ def initializer(config: BertConfig) -> keras.initializers.Initializer:
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
+@tf.custom_gradient
+def _bias_add_summing_in_float32(y: tf.Tensor, bias: tf.Tensor):
+    def gradient(upstream: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        rows = tf.reshape(tf.cast(upstream, tf.float32), [-1, bias.shape[-1]])
+        return upstream, tf.cast(tf.reduce_sum(rows, axis=0), bias.dtype)
+
+    return tf.nn.bias_add(y, bias), gradient
+
+
+def bias_add(y: tf.Tensor, bias) -> tf.Tensor:
+    """tf.nn.bias_add(y [..., out], bias [out]), whose bias gradient sums the rows in float32.
+
+    TensorFlow's BiasAddGrad sums in the gradient's dtype: in bfloat16 the sum stops growing
+    once its addends fall below half its last place (1024 rows of 1 sum to 512). float32
+    keeps the plain op and its gradient. The forward op stays tf.nn.bias_add on the matmul, the
+    pattern oneDNN fuses (with the activation) into one kernel.
+    """
+    if y.dtype == tf.float32:
+        return tf.nn.bias_add(y, bias)
+    return _bias_add_summing_in_float32(y, tf.convert_to_tensor(bias))
+
+
 class Dense(keras.layers.Layer):
     """x @ kernel + bias, then the activation; `kernel` [in,out] as in the original TF1 layout.
 
@@ -115,8 +138,8 @@ class Dense(keras.layers.Layer):
     def call(self, x: tf.Tensor) -> tf.Tensor:
         shape = tf.shape(x)
         # matmul + bias_add (+ activation) is the pattern oneDNN fuses into one kernel.
-        y = tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, self.kernel.shape[0]]), self.kernel),
-                           self.bias)
+        y = bias_add(tf.matmul(tf.reshape(x, [-1, self.kernel.shape[0]]), self.kernel),
+                     self.bias)
         if self.activation is not None:
             y = self.activation(y)
         return tf.reshape(y, tf.concat([shape[:-1], [self.kernel.shape[1]]], 0))  # [..., out]
@@ -321,10 +344,10 @@ class TransformerBlock(keras.layers.Layer):
         kernels = [tf.cast(l.kernel, dtype) for l in layers]
         biases = [tf.cast(l.bias, dtype) for l in layers]
         if training and len(layers) > 1:
-            fused = tf.nn.bias_add(tf.matmul(x, tf.concat(kernels, axis=1)),
-                                   tf.concat(biases, axis=0))  # [M,kH]
+            fused = bias_add(tf.matmul(x, tf.concat(kernels, axis=1)),
+                             tf.concat(biases, axis=0))  # [M,kH]
             return tf.split(fused, len(layers), axis=1)
-        return [tf.nn.bias_add(tf.matmul(x, k), b) for k, b in zip(kernels, biases)]
+        return [bias_add(tf.matmul(x, k), b) for k, b in zip(kernels, biases)]
 
     def _heads(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
         """[B*Q,H] → [B,N,Q,D], Q = `length` (given: a batch of no rows has no Q to infer)."""

@@ -79,7 +79,8 @@ def unservable_ops(export_dir: str) -> list[str]:
 def bfloat16_ops_without_cpu_kernel(export_dir: str) -> list[str]:
     """The ops of `export_dir` that take or give bfloat16 and have no CPU kernel for their
     types: a bfloat16 export (--export_dtype) must run on a CPU model server, whose kernels
-    are core TensorFlow's (the same registrations as this TensorFlow's)."""
+    are core TensorFlow's (the same registrations as this TensorFlow's). A kernel registered
+    for DEFAULT runs on every device, the CPU too (IdentityN's, which tf.custom_gradient adds)."""
     from tensorflow.python.framework import kernels  # noqa: PLC0415
 
     nodes, functions = _nodes_and_functions(export_dir)
@@ -91,7 +92,7 @@ def bfloat16_ops_without_cpu_kernel(export_dir: str) -> list[str]:
                 for value in node.attr.values()):
             continue
         cpu = [k for k in kernels.get_registered_kernels_for_op(node.op).kernel
-               if k.device_type == "CPU"]
+               if k.device_type in ("CPU", "DEFAULT")]
         if not any(all(_allows(node.attr.get(c.name), c.allowed_values.list.type)
                        for c in kernel.constraint) for kernel in cpu):
             missing.add(node.op)

@@ -1,6 +1,7 @@
 """BertEncoder: shapes, the original's formulas (checked against a numpy forward), masking,
 initialisation, mixed precision, XLA and checkpoint tracking."""
 
+import dataclasses
 import math
 
 import keras
@@ -352,6 +353,70 @@ def test_mixed_precision_close_to_float32(tiny_config, policy):
     for key in ("sequence_output", "pooled_output"):
         diff = np.abs(tf.cast(got[key], tf.float32).numpy() - want[key].numpy())
         assert diff.max() < tolerance and diff.mean() < tolerance / 5
+
+
+# bfloat16's unit roundoff (8 significant bits) and float32's: a float32 sum of n positive
+# bfloat16-rounded terms, rounded to bfloat16, is within 2·2⁻⁸ + n·2⁻²⁴ of the exact sum
+# (relative). BiasAddGrad's bfloat16 sum of 1024 terms near 1 stops at about 512.
+BFLOAT16_UNIT_ROUNDOFF, FLOAT32_UNIT_ROUNDOFF = 2.0 ** -8, 2.0 ** -24
+ROWS = 1024
+
+
+def test_bfloat16_dense_bias_gradient_sums_the_rows_in_float32(tiny_config):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(ROWS, 16)), tf.float32)
+    upstream = rng.uniform(0.5, 1.5, (ROWS, 8))  # positive: no cancellation in the sum
+    full = encoder_lib.Dense(tiny_config, 8, 16)
+    mixed = encoder_lib.Dense(tiny_config, 8, 16, dtype="mixed_bfloat16")
+    mixed.set_weights(full.get_weights())
+
+    def bias_gradient(layer):
+        with tf.GradientTape() as tape:
+            y = layer(x)
+        return tape.gradient(y, layer.bias, output_gradients=tf.cast(upstream, y.dtype))
+
+    exact = upstream.sum(axis=0)
+    float32_bound = ROWS * FLOAT32_UNIT_ROUNDOFF
+    np.testing.assert_allclose(bias_gradient(full).numpy(), exact, rtol=float32_bound)
+    got = bias_gradient(mixed)
+    assert got.dtype == tf.float32
+    np.testing.assert_allclose(got.numpy(), exact, rtol=2 * BFLOAT16_UNIT_ROUNDOFF + float32_bound)
+
+
+@pytest.mark.parametrize("training", [False, True])  # True: the fused query/key/value matmul
+def test_bfloat16_encoder_bias_gradients_as_close_as_its_kernel_gradients(tiny_config,
+                                                                          training):
+    """Each dense layer's bias gradient and kernel gradient are sums over the same 1024 rows of
+    the same upstream gradient, both accumulated in float32 (MatMul's accumulator), so the bias
+    gradient may differ from float32's by the kernel gradient's relative error (what the
+    bfloat16 forward and backward did to the rows) plus one bfloat16 rounding. The attention
+    key biases' true gradient is 0 (softmax ignores a shift of a row's scores): not compared."""
+    config = dataclasses.replace(tiny_config, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)
+    full = BertEncoder(config)
+    _randomise(full)
+    mixed = BertEncoder(config, dtype="mixed_bfloat16")
+    mixed.set_weights(full.get_weights())
+    rng = np.random.default_rng(0)
+    ids = tf.constant(rng.integers(1, config.vocab_size, (16, 64)), tf.int32)  # 1024 rows
+    features = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
+    weights = tf.constant(rng.uniform(0.5, 1.5, config.hidden_size), tf.float32)
+
+    def dense_gradients(encoder):
+        layers = [l for l in encoder._flatten_layers() if isinstance(l, encoder_lib.Dense)]
+        with tf.GradientTape() as tape:
+            outputs = encoder(features, training=training)
+            loss = sum(tf.reduce_sum(tf.cast(outputs[key], tf.float32) * weights)
+                       for key in ("sequence_output", "pooled_output"))
+        gradients = tape.gradient(loss, [(l.kernel, l.bias) for l in layers])
+        return [(l.name, [g.numpy() for g in pair]) for l, pair in zip(layers, gradients)]
+
+    pairs = list(zip(dense_gradients(full), dense_gradients(mixed)))
+    assert len(pairs) == 6 * config.num_hidden_layers + 1  # the pooler too
+    for (name, want), (_, got) in pairs:
+        kernel, bias = (np.linalg.norm(g - w) / np.linalg.norm(w) for g, w in zip(got, want))
+        if name != "key":
+            assert bias <= kernel + BFLOAT16_UNIT_ROUNDOFF, (name, bias, kernel)
 
 
 def _optimized_forward_graph(encoder) -> "tf.compat.v1.GraphDef":

@@ -159,6 +159,20 @@ def test_op_check_names_what_the_stock_server_lacks(tmp_path):
     assert "Foo" not in ops.core_ops() and "MatMul" in ops.core_ops()
 
 
+def test_bfloat16_kernel_check_names_ops_the_cpu_cannot_run(tmp_path):
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.bfloat16)])
+        def serve(self, x):
+            # IdentityN: one kernel for every device (DEFAULT); Lgamma: no bfloat16 CPU kernel.
+            return {"same": tf.identity_n([x, x])[0], "lgamma": tf.math.lgamma(x),
+                    "sum": tf.reduce_sum(x)}
+
+    module = Module()
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures={"s": module.serve})
+    assert {"IdentityN", "Lgamma", "Sum"} <= ops.saved_model_ops(str(tmp_path / "m"))
+    assert ops.bfloat16_ops_without_cpu_kernel(str(tmp_path / "m")) == ["Lgamma"]
+
+
 def test_raw_text_equals_ids_in_and_keras(classifier_run):
     loaded = tf.saved_model.load(classifier_run["export"])
     pairs = classifier_run["pairs"][:12]
