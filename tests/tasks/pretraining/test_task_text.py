@@ -141,8 +141,8 @@ def test_bad_squad_and_empty_task_files(tmp_path):
 
 
 def test_script_reads_task_files_without_tensorflow(task_files, tmp_path, script_runner):
-    """The script on a TSV (a forked run of `script_runner`), then, in a fresh process, the
-    readers' modules import no TensorFlow."""
+    """The script on a TSV (a forked run of `script_runner`) writes what the library writes with
+    the same options; then, in a fresh process, the readers' modules import no TensorFlow."""
     out = tmp_path / "script.tfrecord"
     [result] = script_runner.run_all([(
         [os.path.join(REPO, "create_pretraining_data.py"),
@@ -150,7 +150,14 @@ def test_script_reads_task_files_without_tensorflow(task_files, tmp_path, script
          "--input_format=tsv", "--text_columns=sentence1,sentence2", "--split_sentences",
          "--max_seq_length=24", "--max_predictions_per_seq=4", "--dupe_factor=1"], str(tmp_path))])
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "4 documents" in result.stdout and out.exists()
+    assert "4 documents" in result.stdout
+    # The flags reach the library: the same bytes as the library run with those options.
+    library = tmp_path / "library.tfrecord"
+    create_pretraining_data(PretrainingDataConfig(
+        input_file=task_files["tsv"], output_file=str(library), vocab_file=VOCAB, dupe_factor=1,
+        instance=InstanceOptions(max_seq_length=24, max_predictions_per_seq=4), progress=False,
+        task_text=TaskTextOptions("tsv", ("sentence1", "sentence2"), split_sentences=True)))
+    assert out.read_bytes() == library.read_bytes() and len(library.read_bytes()) > 100
     probe = ("import sys; from bert_tf.tasks.pretraining import task_text; "
              f"list(task_text.read_documents({task_files['squad']!r}, task_text.TaskTextOptions('squad'))); "
              "print('tensorflow' in sys.modules)")
