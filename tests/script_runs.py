@@ -63,6 +63,10 @@ class Batch:
         kills those still running and raises TimeoutError."""
         return self.runner._results(self.number, timeout)
 
+    def kill(self) -> None:
+        """Kills those still running (a test that will not wait for them)."""
+        self.runner._send({"kill": self.number})
+
 
 class ScriptRunner:
     """A server process that runs `[script.py, flags...]` command lines, each in a forked child."""

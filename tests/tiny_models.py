@@ -4,13 +4,12 @@ word-level vocabulary, scripts run in the background, and the results files."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from typing import Iterable
 
 from bert_tf.model.config import BertConfig
 from bert_tf.text.tokenizers import BasicTokenizer
 from pretraining_records import TINY_CONFIG
+from script_runs import ScriptRunner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -92,42 +91,41 @@ def read_results(path: str | os.PathLike) -> dict[str, float]:
 
 
 class ScriptRun:
-    """`python <script> <flags>` started in its own process, output to `log_path`.
+    """`python <script> <flags>` started from the tests' fork server (script_runs.py), its
+    stderr into its stdout.
 
     A test module starts its script in a module fixture, runs its in-process tests while the
     script runs on the other core, and checks the script's outputs last (`wait`).
     """
 
-    def __init__(self, script: str, flags: Iterable[str], log_path: str | os.PathLike):
-        self.log_path = os.fspath(log_path)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        with open(self.log_path, "w", encoding="utf-8") as log:
-            self.process = subprocess.Popen([sys.executable, script, *flags], cwd=REPO, env=env,
-                                            stdout=log, stderr=subprocess.STDOUT)
+    def __init__(self, runner: ScriptRunner, script: str, flags: Iterable[str]):
+        self.batch = runner.start([([os.path.join(REPO, script), *flags], REPO)],
+                                  stderr_to_stdout=True)
+        self.output: str | None = None
 
     def wait(self, timeout: float = 600) -> str:
         """Waits for the script, asserts it succeeded, and returns its output (stdout and
         stderr together)."""
-        returncode = self.process.wait(timeout)
-        with open(self.log_path, encoding="utf-8") as f:
-            output = f.read()
-        assert returncode == 0, output[-3000:]
-        return output
+        if self.output is None:
+            [run] = self.batch.wait(timeout)
+            assert run.returncode == 0, run.stdout[-3000:]
+            self.output = run.stdout
+        return self.output
 
     def stop(self) -> None:
         """Kills the script if it still runs (a test failed before waiting for it)."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        if self.output is None:
+            self.batch.kill()
 
 
-def start_on_demo_data(script: str, data_dir: str, file_names: Iterable[str],
-                       directory: str | os.PathLike, flags: Iterable[str]) -> ScriptRun:
+def start_on_demo_data(runner: ScriptRunner, script: str, data_dir: str,
+                       file_names: Iterable[str], directory: str | os.PathLike,
+                       flags: Iterable[str]) -> ScriptRun:
     """Starts `script` with a tiny model over the words of `data_dir`'s files: --data_dir,
     --vocab_file, --bert_config_file, --output_dir=<directory>/run and `flags`."""
     vocab_file, config_file = write_tiny_model(directory, words_of_files(
         os.path.join(data_dir, name) for name in file_names))
     output_dir = os.path.join(os.fspath(directory), "run")
-    return ScriptRun(script, [f"--data_dir={data_dir}", f"--vocab_file={vocab_file}",
-                              f"--bert_config_file={config_file}", f"--output_dir={output_dir}",
-                              *flags], os.path.join(os.fspath(directory), "log.txt"))
+    return ScriptRun(runner, script, [
+        f"--data_dir={data_dir}", f"--vocab_file={vocab_file}",
+        f"--bert_config_file={config_file}", f"--output_dir={output_dir}", *flags])

@@ -43,17 +43,16 @@ def _write_albert_model(directory, files) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def classifier_run(tmp_path_factory):
+def classifier_run(tmp_path_factory, script_runner):
     directory = tmp_path_factory.mktemp("albert_classifier")
     vocab_file, config_file = _write_albert_model(
         directory, [os.path.join(DEMO, name) for name in ("train.tsv", "dev.tsv", "test.tsv")])
     out = directory / "run"
-    run = ScriptRun("run_classifier.py", [
+    run = ScriptRun(script_runner, "run_classifier.py", [
         "--task_name=SST-2", f"--data_dir={DEMO}", f"--vocab_file={vocab_file}",
         f"--albert_config_file={config_file}", f"--output_dir={out}", "--do_train", "--do_eval",
         "--max_seq_length=16", "--train_batch_size=16", "--eval_batch_size=16",
-        "--learning_rate=5e-4", "--num_train_epochs=3", "--log_every_n_steps=50"],
-        directory / "log.txt")
+        "--learning_rate=5e-4", "--num_train_epochs=3", "--log_every_n_steps=50"])
     yield run, out
     run.stop()
 

@@ -39,15 +39,15 @@ def electra_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def classifier_run(electra_dir, tmp_path_factory):
+def classifier_run(electra_dir, tmp_path_factory, script_runner):
     out = tmp_path_factory.mktemp("electra_classifier")
-    run = ScriptRun("run_classifier.py", [
+    run = ScriptRun(script_runner, "run_classifier.py", [
         "--task_name=SST-2", f"--data_dir={DEMO}", f"--vocab_file={electra_dir}/vocab.txt",
         f"--electra_config_file={electra_dir}/electra_config.json",
         f"--init_checkpoint={electra_dir}/model.ckpt", f"--output_dir={out}/run",
         f"--export_dir={out}/export", "--do_train", "--do_eval", "--max_seq_length=16",
         "--train_batch_size=16", "--eval_batch_size=16", "--learning_rate=5e-4",
-        "--num_train_epochs=3", "--log_every_n_steps=50"], out / "log.txt")
+        "--num_train_epochs=3", "--log_every_n_steps=50"])
     yield run, out
     run.stop()
 
@@ -76,12 +76,12 @@ def test_the_export_serves_raw_text(classifier_run):
     assert probabilities.shape == (2, 2) and not np.allclose(probabilities[0], probabilities[1])
 
 
-def test_extract_features_reads_the_checkpoint(electra_dir, tmp_path):
+def test_extract_features_reads_the_checkpoint(electra_dir, tmp_path, script_runner):
     (tmp_path / "in.txt").write_text("the acting was excellent .\n", encoding="utf-8")
-    run = ScriptRun("extract_features.py", [
+    run = ScriptRun(script_runner, "extract_features.py", [
         f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/out.jsonl",
         f"--vocab_file={electra_dir}/vocab.txt", f"--init_checkpoint={electra_dir}/model.ckpt",
-        "--layers=-1", "--max_seq_length=16"], tmp_path / "log.txt")
+        "--layers=-1", "--max_seq_length=16"])
     run.wait()
     line = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
     first = line["features"][0]

@@ -7,8 +7,6 @@ and exports with it; its records equal those of the built-in MRPC task on the sa
 """
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -80,7 +78,7 @@ def _write_processor(directory, name, imports):
 
 
 @pytest.fixture(scope="module")
-def script_runs(tmp_path_factory):
+def script_runs(tmp_path_factory, script_runner):
     """run_classifier.py with the processor file (train, eval, predict, export), and with a
     class that lacks the methods; started first, checked by the last tests."""
     directory = tmp_path_factory.mktemp("processor")
@@ -90,19 +88,16 @@ def script_runs(tmp_path_factory):
     _, config_file = write_tiny_model(directory, [], vocab_size=vocab_size)  # VOCAB's size
     common = [f"--data_dir={MRPC}", f"--vocab_file={VOCAB}", f"--bert_config_file={config_file}",
               "--max_seq_length=13", "--train_batch_size=2", "--eval_batch_size=2"]
-    run = ScriptRun("run_classifier.py", [
+    run = ScriptRun(script_runner, "run_classifier.py", [
         f"--processor={path}:PairProcessor", *common, "--do_train", "--do_eval", "--do_predict",
         "--num_train_epochs=1", f"--output_dir={directory / 'run'}",
-        f"--export_dir={directory / 'export'}"], directory / "log.txt")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    bad = subprocess.Popen([sys.executable, "run_classifier.py", f"--processor={path}:LabelsOnly",
-                            *common, "--do_train", f"--output_dir={directory / 'bad'}"],
-                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+        f"--export_dir={directory / 'export'}"])
+    bad = script_runner.start([([os.path.join(REPO, "run_classifier.py"),
+                                 f"--processor={path}:LabelsOnly", *common, "--do_train",
+                                 f"--output_dir={directory / 'bad'}"], REPO)])
     yield run, bad, directory
     run.stop()
-    if bad.poll() is None:
-        bad.kill()
+    bad.kill()
 
 
 def test_processor_file_and_module_load(tmp_path, monkeypatch):
@@ -166,9 +161,10 @@ def test_bad_examples_name_the_example(tmp_path):
 
 def test_missing_methods_are_one_error_line(script_runs):
     _, bad, _ = script_runs
-    _, stderr = bad.communicate(timeout=600)
+    [done] = bad.wait(timeout=600)
+    stderr = done.stderr
     errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
-    assert bad.returncode == 1 and len(errors) == 1 and "Traceback" not in stderr, stderr
+    assert done.returncode == 1 and len(errors) == 1 and "Traceback" not in stderr, stderr
     assert errors[0].startswith("error: --processor=") and "get_train_examples" in errors[0]
 
 

@@ -30,7 +30,7 @@ def _load_generator():
 
 
 @pytest.fixture(scope="module", autouse=True)
-def demo_run(tmp_path_factory):
+def demo_run(tmp_path_factory, script_runner):
     """run_classifier.py on the bundled demo set, started before this module's first test: the
     in-process tests run meanwhile, `test_demo_task_learns_and_exports` (last) checks it."""
     directory = tmp_path_factory.mktemp("demo")
@@ -40,8 +40,8 @@ def demo_run(tmp_path_factory):
              "--max_seq_length=16", "--train_batch_size=16", "--eval_batch_size=16",
              "--predict_batch_size=32", "--learning_rate=5e-4", "--num_train_epochs=3",
              "--log_every_n_steps=50", f"--export_dir={export}"]
-    run = start_on_demo_data("run_classifier.py", DEMO, ("train.tsv", "dev.tsv", "test.tsv"),
-                             directory, flags)
+    run = start_on_demo_data(script_runner, "run_classifier.py", DEMO,
+                             ("train.tsv", "dev.tsv", "test.tsv"), directory, flags)
     out = directory / "run"
     yield run, out, export
     run.stop()

@@ -22,14 +22,16 @@ NER = os.path.join(TESTDATA, "ner")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def demo_run(tmp_path_factory):
+def demo_run(tmp_path_factory, script_runner):
     """run_ner.py on the bundled CoNLL set, started before this module's first test: the
     in-process tests run meanwhile, `test_demo_set_learns_through_the_script` (last) checks it."""
     directory = tmp_path_factory.mktemp("demo")
-    run = start_on_demo_data("run_ner.py", DEMO, ("train.txt", "dev.txt", "test.txt"), directory, [
-        "--do_train", "--do_eval", "--do_predict", "--max_seq_length=24", "--window_overlap=8",
-        "--train_batch_size=16", "--eval_batch_size=32", "--predict_batch_size=32",
-        "--learning_rate=5e-3", "--num_train_epochs=3", "--log_every_n_steps=50"])
+    run = start_on_demo_data(
+        script_runner, "run_ner.py", DEMO, ("train.txt", "dev.txt", "test.txt"), directory, [
+            "--do_train", "--do_eval", "--do_predict", "--max_seq_length=24",
+            "--window_overlap=8", "--train_batch_size=16", "--eval_batch_size=32",
+            "--predict_batch_size=32", "--learning_rate=5e-3", "--num_train_epochs=3",
+            "--log_every_n_steps=50"])
     out = directory / "run"
     yield run, out
     run.stop()

@@ -90,16 +90,15 @@ def trained(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def script_run(trained):
+def script_run(trained, script_runner):
     """run_squad.py predicting with the trained checkpoint, started as soon as it exists: the
     in-process tests run meanwhile, `test_script_predict_only` (last) checks it."""
     options, out_dir = trained["options"], trained["root"] / "script"
-    run = ScriptRun("run_squad.py", [
+    run = ScriptRun(script_runner, "run_squad.py", [
         f"--bert_config_file={options.bert_config_file}", f"--vocab_file={options.vocab_file}",
         f"--predict_file={options.predict_file}", "--do_predict", f"--output_dir={out_dir}",
         f"--max_seq_length={MAX_SEQ_LENGTH}", "--doc_stride=16", "--max_query_length=12",
-        "--n_best_size=3", f"--init_checkpoint={trained['run_config'].output_dir}"],
-        trained["root"] / "script.log")
+        "--n_best_size=3", f"--init_checkpoint={trained['run_config'].output_dir}"])
     yield run, out_dir
     run.stop()
 
