@@ -59,8 +59,8 @@ class Batch:
     number: int
 
     def wait(self, timeout: float | None = None) -> list[Run]:
-        """Their results in the given order, once all have exited; after `timeout` seconds,
-        kills those still running and raises TimeoutError."""
+        """Their results in the given order, once all have exited (call it once); after
+        `timeout` seconds, kills those still running and raises TimeoutError."""
         return self.runner._results(self.number, timeout)
 
     def kill(self) -> None:
@@ -206,6 +206,8 @@ class _Started:
 
 @dataclasses.dataclass
 class _Child:
+    """A forked child: its request, command and the files capturing its output."""
+
     pid: int
     batch: int
     index: int
@@ -253,14 +255,16 @@ class _Server:
                     continue
                 *lines, received = (received + data).split(b"\n")
                 for line in lines:
-                    request = json.loads(line)
-                    if "kill" in request:
-                        self._kill(request["kill"])
-                    else:
-                        commands = request["commands"]
-                        self.batches[request["batch"]] = _Started(
-                            commands, request["stderr_to_stdout"], list(range(len(commands))),
-                            [None] * len(commands))
+                    self._request(json.loads(line))
+
+    def _request(self, request: dict) -> None:
+        if "kill" in request:
+            self._kill(request["kill"])
+            return
+        commands = request["commands"]
+        self.batches[request["batch"]] = _Started(
+            commands, request["stderr_to_stdout"], list(range(len(commands))),
+            [None] * len(commands))
 
     def _fork_what_fits(self) -> None:
         for number, batch in self.batches.items():
