@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import importlib.resources
 import json
 import os
@@ -73,12 +74,15 @@ def epochs_for(steps: int, num_examples: int, batch_size: int) -> float:
 
 # ---------------------------------------------------------------- bert_tf: the scripts' paths
 def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str,
-                predict_dev: bool = False) -> dict:
+                predict_dev: bool = False, export_dtypes: tuple[str, ...] = ()) -> dict:
     """Fine-tunes through the script's library entry point; examples/s of the last log window.
 
     `predict_dev` (the classifier): predicts the dev file as the test split and returns each
     dev sentence's predicted label index as "dev_predictions" and their accuracy as
     "dev_accuracy" (what --do_eval's eval_accuracy is, without a second pass over dev).
+    `export_dtypes` (the classifier): then exports the trained checkpoint once per
+    --export_dtype into `work_dir`/export_<dtype>, as a second run_classifier.py call with
+    --export_dir would.
     """
     config_file = os.path.join(work_dir, "bert_config.json")
     with open(config_file, "w", encoding="utf-8") as f:
@@ -102,6 +106,10 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str,
             do_eval=bool(args.epochs) and not predict_dev, do_predict=predict_dev,
             num_train_epochs=classifier_epochs(args), **common, **padding)
         out = classifier_task.run_classifier(options, run_config)
+        for dtype in export_dtypes:
+            classifier_task.run_classifier(dataclasses.replace(
+                options, do_train=False, do_eval=False, do_predict=False, export_dtype=dtype,
+                export_dir=os.path.join(work_dir, f"export_{dtype}")), run_config)
         if predict_dev:
             probabilities = np.loadtxt(os.path.join(run_config.output_dir, "test_results.tsv"),
                                        delimiter="\t", ndmin=2)
