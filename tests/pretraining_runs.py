@@ -1,11 +1,12 @@
-"""run_pretraining.py in a subprocess (through pretraining_subprocess.py) and the values of the
-checkpoints it writes, for the tests that kill, signal or starve a run and compare its end."""
+"""run_pretraining.py (through pretraining_subprocess.py) in a process of its own, forked by the
+session's `script_runner`, and the values of the checkpoints it writes, for the tests that kill,
+signal or starve a run and compare its end."""
 
 import os
-import subprocess
-import sys
 
 import tensorflow as tf
+
+from script_runs import Batch, ScriptRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELPER = os.path.join(ROOT, "tests", "pretraining_subprocess.py")
@@ -13,19 +14,17 @@ ENV = {"PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
        "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
 
 
-def start(args, **popen_args):
-    """pretraining_subprocess.py with `args` (its own flags and run_pretraining's), output piped;
-    `popen_args` (e.g. env, preexec_fn) go to subprocess.Popen."""
-    popen_args.setdefault("env", {**os.environ, **ENV})
-    return subprocess.Popen([sys.executable, HELPER, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **popen_args)
+def start(runner: ScriptRunner, args: list[str], env: dict[str, str] | None = None) -> Batch:
+    """pretraining_subprocess.py with `args` (its own flags and run_pretraining's) and ENV plus
+    `env` in its environment, stderr to stdout; returns at once, the run goes on."""
+    return runner.start([([HELPER, *args], ROOT, {**ENV, **(env or {})})], stderr_to_stdout=True)
 
 
-def wait(process, returncode=0) -> str:
-    """Waits for `process`, checks its exit status; returns its output."""
-    output, _ = process.communicate(timeout=600)
-    assert process.returncode == returncode, output[-3000:]
-    return output
+def wait(run: Batch, returncode: int = 0) -> str:
+    """Waits for `run`, checks its exit status; returns its output."""
+    [done] = run.wait(timeout=600)
+    assert done.returncode == returncode, done.stdout[-3000:]
+    return done.stdout
 
 
 def weights(prefix):

@@ -263,20 +263,19 @@ def test_object_store_directory_is_locked_on_this_machine(caplog, monkeypatch):
     assert len(notes) == 1 and directory in notes[0].getMessage()
 
 
-def test_concurrent_scripts_one_error_line(corpus, tmp_path):
-    """A second create_pretraining_data.py / run_pretraining.py on a directory in use stops at once."""
+def test_concurrent_scripts_one_error_line(corpus, tmp_path, script_runner):
+    """A second create_pretraining_data.py / run_pretraining.py on a directory in use stops at once
+    (run_pretraining.py, which imports TensorFlow, in a process forked by `script_runner`)."""
     out = tmp_path / "out.tfrecord"
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    commands = {
-        str(tmp_path): [sys.executable, os.path.join(ROOT, "run_pretraining.py"),
-                        f"--input_file={out}", f"--output_dir={tmp_path}", "--do_train"],
-    }
     with run_lock.output_lock(str(tmp_path), "--output_file", f".{out.name}.lock", clean=False):
         data = subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
                                f"--input_file={corpus}", f"--output_file={out}",
                                f"--vocab_file={MINILM_VOCAB}"], env=env, capture_output=True, text=True)
     with run_lock.output_lock(str(tmp_path)):
-        training = subprocess.run(commands[str(tmp_path)], env=env, capture_output=True, text=True)
+        [training] = script_runner.run_all([(
+            [os.path.join(ROOT, "run_pretraining.py"), f"--input_file={out}",
+             f"--output_dir={tmp_path}", "--do_train"], ROOT, {"TF_CPP_MIN_LOG_LEVEL": "3"})])
     for result in (data, training):
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert result.returncode == 1 and len(errors) == 1, result.stderr[-2000:]

@@ -1,6 +1,8 @@
 """Two MultiWorkerMirroredStrategy workers on loopback: SIGTERM to one of them saves the same
 step on both and exits 75; relaunched, they resume to the weights of an uninterrupted pair; a
-worker killed with kill -9 makes the other stop within --worker_timeout_seconds, naming it."""
+worker killed with kill -9 makes the other stop within --worker_timeout_seconds, naming it.
+Each worker is a process of its own, forked by `script_runner` (its gRPC server and collectives
+created after the fork)."""
 
 import json
 import os
@@ -10,7 +12,6 @@ import socket
 
 import pytest
 
-import pretraining_runs
 from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, write_tiny_config
 from pretraining_runs import start, wait, weights
 
@@ -24,7 +25,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_pair(flags: list[str], worker_1_flags: tuple[str, ...] = ()) -> list:
+def _start_pair(runner, flags: list[str], worker_1_flags: tuple[str, ...] = ()) -> list:
     """Both workers of a loopback cluster; worker 1 (not the chief) also gets `worker_1_flags`."""
     workers = [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]
     processes = []
@@ -32,8 +33,7 @@ def _start_pair(flags: list[str], worker_1_flags: tuple[str, ...] = ()) -> list:
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
         extra = list(worker_1_flags) if index == 1 else []
-        processes.append(start([*flags, *extra], env={**os.environ, **pretraining_runs.ENV,
-                                                      "TF_CONFIG": tf_config}))
+        processes.append(start(runner, [*flags, *extra], env={"TF_CONFIG": tf_config}))
     return processes
 
 
@@ -54,12 +54,14 @@ def flags(tmp_path_factory):
         "--distribution_strategy=multi_worker_mirrored"]
 
 
-def test_sigterm_to_one_worker_then_a_lost_worker_resume_exactly(flags, tmp_path):
+def test_sigterm_to_one_worker_then_a_lost_worker_resume_exactly(flags, tmp_path,
+                                                                  script_runner):
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
-    uninterrupted = _start_pair(flags(straight))
+    uninterrupted = _start_pair(script_runner, flags(straight))
     # SIGTERM reaches worker 1 during its 3rd step: both workers save one step after the step
     # in flight, the chief into output_dir, and exit 75 naming the same step.
-    outputs = _wait_pair(_start_pair(flags(resumed), ("--signal_at_micro_batch=3",)), (75, 75))
+    outputs = _wait_pair(_start_pair(script_runner, flags(resumed),
+                                     ("--signal_at_micro_batch=3",)), (75, 75))
     saved = [EXIT_LINE.findall(output) for output in outputs]
     assert saved[0] == saved[1] and len(saved[0]) == 1, saved
     step = int(saved[0][0][1])
@@ -69,7 +71,7 @@ def test_sigterm_to_one_worker_then_a_lost_worker_resume_exactly(flags, tmp_path
 
     # Relaunched, the pair resumes; worker 1 then dies (kill -9) as it reaches step 6's
     # checkpoint, after the chief wrote it: the chief stops with one line naming the lost task.
-    outputs = _wait_pair(_start_pair(flags(resumed), ("--kill_at_checkpoint=6",)),
+    outputs = _wait_pair(_start_pair(script_runner, flags(resumed), ("--kill_at_checkpoint=6",)),
                          (1, -signal.SIGKILL))
     assert f"error: lost worker /job:worker/replica:0/task:1 (no heartbeat within " \
            f"--worker_timeout_seconds, or it failed); relaunch every worker with the same " \

@@ -5,8 +5,6 @@ import json
 import logging
 import os
 import socket
-import subprocess
-import sys
 
 from distribute_utils import configure_two_cpus, two_cpu_strategy
 
@@ -105,7 +103,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path):
+def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path, script_runner):
+    """Each worker is `python run_pretraining.py` in a process of its own, forked by
+    `script_runner` (its gRPC server and collectives created after the fork)."""
     output_dir = str(tmp_path / "out")
     workers = [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]
     flags = [f"--input_file={train_file}", f"--output_dir={output_dir}",
@@ -113,17 +113,16 @@ def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path):
              f"--max_predictions_per_seq={PRED}", "--do_train", "--train_batch_size=8",
              "--num_train_steps=4", "--save_checkpoints_steps=2", "--log_every_n_steps=2",
              "--distribution_strategy=multi_worker_mirrored"]
-    processes = []
+    started = []
     for index in range(2):
-        env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2",
-               "CUDA_VISIBLE_DEVICES": "", "TF_CONFIG": json.dumps(
-                   {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
-        processes.append(subprocess.Popen(
-            [sys.executable, os.path.join(REPO, "run_pretraining.py"), *flags], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for process in processes:
-        output, _ = process.communicate(timeout=300)
-        assert process.returncode == 0, output[-3000:]
+        env = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "TF_CONFIG": json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+        started.append(script_runner.start(
+            [([os.path.join(REPO, "run_pretraining.py"), *flags], REPO, env)],
+            stderr_to_stdout=True))
+    for worker in started:
+        [done] = worker.wait(timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:]
     assert sorted(name for name in os.listdir(output_dir) if name.endswith(".index")) == [
         "ckpt-2.index", "ckpt-4.index"]
     reader = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-4"))

@@ -37,17 +37,20 @@ def _flags(data, output_dir, **overrides):
 
 
 @pytest.fixture(scope="module")
-def runs(data, tmp_path_factory):
-    """The same command run straight through, and killed (kill -9) then re-run."""
+def runs(data, tmp_path_factory, script_runner):
+    """The same command run straight through, and killed (kill -9) then re-run, each in a
+    process of its own (forked by `script_runner`)."""
     directory = tmp_path_factory.mktemp("runs")
     straight, resumed = str(directory / "straight"), str(directory / "resumed")
     # Eval and export come after the last update: they do not change the weights compared.
-    uninterrupted = start(_flags(data, straight, do_eval=True, export_google_checkpoint=True,
-                                  keep_checkpoint_max=2, max_eval_steps=2))
+    uninterrupted = start(script_runner, _flags(
+        data, straight, do_eval=True, export_google_checkpoint=True, keep_checkpoint_max=2,
+        max_eval_steps=2))
     # Killed while about to write ckpt-8: ckpt-4 survives, steps 5-8 are lost.
-    wait(start(["--kill_at_checkpoint=8", *_flags(data, resumed)]), returncode=-9)
+    wait(start(script_runner, ["--kill_at_checkpoint=8", *_flags(data, resumed)]),
+         returncode=-9)
     assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
-    wait(start(_flags(data, resumed)))  # the same command again resumes
+    wait(start(script_runner, _flags(data, resumed)))  # the same command again resumes
     wait(uninterrupted)
     return straight, resumed
 
@@ -62,17 +65,19 @@ def test_kill_and_resume_ends_with_the_weights_of_an_uninterrupted_run(runs):
     assert int(expected["global_step/.ATTRIBUTES/VARIABLE_VALUE"]) == 12
 
 
-def test_kill_and_resume_with_dynamic_masking_ends_with_the_uninterrupted_weights(data, tmp_path):
+def test_kill_and_resume_with_dynamic_masking_ends_with_the_uninterrupted_weights(
+        data, tmp_path, script_runner):
     """Masks drawn in tf.data (40 records, 12 steps of 8: every record seen in 2-3 epochs)."""
     straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
     dynamic = dict(input_file=data["unmasked"], eval_input_file=data["unmasked"])
-    uninterrupted = start(_flags(data, straight, **dynamic))
+    uninterrupted = start(script_runner, _flags(data, straight, **dynamic))
     # Killed in the middle of saving ckpt-8 (its files written, not yet committed): ckpt-4 is
     # still the one chosen.
-    wait(start(["--kill_while_saving=8", *_flags(data, resumed, **dynamic)]), returncode=-9)
+    wait(start(script_runner, ["--kill_while_saving=8", *_flags(data, resumed, **dynamic)]),
+         returncode=-9)
     assert os.path.exists(f"{resumed}/ckpt-8.index")
     assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
-    wait(start(_flags(data, resumed, **dynamic)))
+    wait(start(script_runner, _flags(data, resumed, **dynamic)))
     wait(uninterrupted)
     expected, got = weights(straight + "/ckpt-12"), weights(resumed + "/ckpt-12")
     assert set(got) == set(expected)

@@ -129,12 +129,14 @@ def test_student_export_reproduces_its_predictions_in_a_fresh_process(runs, tmp_
     np.testing.assert_allclose(np.asarray(outputs[0]["probabilities"]), expected, atol=1e-5)
 
 
-def _distill(runs, name: str, **changes):
-    """A prediction-stage distillation into runs/<name> (no predictions, no export)."""
+def _distill(runs, name: str, do_eval: bool = True, **changes):
+    """A prediction-stage distillation into runs/<name> (no predictions, no export; without
+    do_eval, no evaluation of either model and no distillation_results.json)."""
     options = dict(teacher_dir=runs["teacher"], student_config=runs["student_config"],
                    stages=("prediction",), intermediate_epochs=1.0)
     options.update(changes)
-    task_options = dataclasses.replace(runs["options"], do_predict=False, export_dir=None)
+    task_options = dataclasses.replace(runs["options"], do_eval=do_eval, do_predict=False,
+                                       export_dir=None)
     if options.get("teacher_checkpoint"):
         task_options = dataclasses.replace(task_options, bert_config_file=os.path.join(
             runs["teacher"], "bert_config.json"))
@@ -200,7 +202,9 @@ def test_augmented_training_set_feeds_both_stages(runs):
     config = BertConfig.from_json_file(os.path.join(runs["teacher"], "bert_config.json"))
     tf.train.Checkpoint(model=models.pretraining_model(config)).write(str(mlm / "ckpt-1"))
     config.to_json_file(str(mlm / "bert_config.json"))
-    out = _distill(runs, "augmented", augment_checkpoint=str(mlm / "ckpt-1"), augment_copies=1)
+    # Only the training set is checked: no evaluation (its teacher run and throughput timing).
+    out = _distill(runs, "augmented", do_eval=False, augment_checkpoint=str(mlm / "ckpt-1"),
+                   augment_copies=1)
     # 24 training sentences and one variant each: 48 examples, 6 batches of 8 in one epoch.
     assert out["stages"]["prediction"]["train"]["global_step"] == 6
     with open(runs["dir"] / "augmented" / "augmented_data" / "train.tsv", encoding="utf-8") as f:
