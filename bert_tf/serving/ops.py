@@ -86,13 +86,16 @@ def bfloat16_ops_without_cpu_kernel(export_dir: str) -> list[str]:
     nodes, functions = _nodes_and_functions(export_dir)
     bfloat16 = tf.bfloat16.as_datatype_enum
     missing = set()
+    cpu_kernels: dict[str, list] = {}  # per op type: a graph repeats its ops thousands of times
     for node in nodes:
         if node.op in functions or not any(
                 value.type == bfloat16 or bfloat16 in value.list.type
                 for value in node.attr.values()):
             continue
-        cpu = [k for k in kernels.get_registered_kernels_for_op(node.op).kernel
-               if k.device_type in ("CPU", "DEFAULT")]
+        if node.op not in cpu_kernels:
+            cpu_kernels[node.op] = [k for k in kernels.get_registered_kernels_for_op(node.op).kernel
+                                    if k.device_type in ("CPU", "DEFAULT")]
+        cpu = cpu_kernels[node.op]
         if not any(all(_allows(node.attr.get(c.name), c.allowed_values.list.type)
                        for c in kernel.constraint) for kernel in cpu):
             missing.add(node.op)

@@ -52,7 +52,10 @@ def exports(tmp_path_factory):
                  init_checkpoint=str(model_dir / "bert_model.ckpt"),
                  vocab_file=str(model_dir / "vocab.txt"))
     features = _extract(directory, "features", **model)
-    _extract(directory, "features_bf16", export_dtype="bfloat16", **model)
+    # Export only (no --input_file): the bfloat16 model is checked through its export.
+    extract_features(ExtractionOptions(
+        input_file=None, output_file=None, max_seq_length=16, layers=LAYERS,
+        export_dir=str(directory / "features_bf16"), export_dtype="bfloat16", **model))
     # extract_features' own split of each line gives the pair signature's two inputs.
     split = [parse_line(line) for line in lines]
     pair_inputs = {"text_a": [a for a, _ in split], "text_b": [b or "" for _, b in split]}

@@ -228,7 +228,9 @@ def test_exports_per_task_in_a_fresh_process(run, tmp_path):
 
 
 def test_resume_ends_with_the_weights_of_an_uninterrupted_run(run, tmp_path):
-    """A copy of the run cut back to its first checkpoint, re-run, ends with the same weights."""
+    """A copy of the run cut back to its first checkpoint, re-run, ends with the same weights.
+    The re-run evaluates nothing (the run evaluated at step 8 and at the end): evaluations
+    must not change the weights either."""
     straight = run["run_config"].output_dir
     last = tf.train.latest_checkpoint(straight)
     resumed = tmp_path / "resumed"
@@ -240,7 +242,8 @@ def test_resume_ends_with_the_weights_of_an_uninterrupted_run(run, tmp_path):
     name = os.path.basename(first)
     (resumed / "checkpoint").write_text(f'model_checkpoint_path: "{name}"\n'
                                         f'all_model_checkpoint_paths: "{name}"\n')
-    options = dataclasses.replace(run["options"], do_eval=False, export_dir=None)
+    shared = dataclasses.replace(run["options"].shared, eval_every_n_steps=0)
+    options = dataclasses.replace(run["options"], shared=shared, do_eval=False, export_dir=None)
     run_multitask(options, run["run_config"].replace(output_dir=str(resumed)))
     expected, got = weights(last), weights(str(resumed / os.path.basename(last)))
     assert set(got) == set(expected) and any(name.startswith("optimizer/") for name in got)
@@ -251,7 +254,8 @@ def test_resume_ends_with_the_weights_of_an_uninterrupted_run(run, tmp_path):
 def test_refine_fine_tunes_each_task_from_the_shared_model(run, tmp_path, monkeypatch):
     refined = tmp_path / "refine"
     shutil.copytree(run["run_config"].output_dir, refined)
-    shared = dataclasses.replace(run["options"].shared, do_train=False)
+    # No evaluation during each task's training: its figures are the final --do_eval's.
+    shared = dataclasses.replace(run["options"].shared, do_train=False, eval_every_n_steps=0)
     options = dataclasses.replace(run["options"], shared=shared, export_dir=None, refine=True)
     loads = []
     original = checkpoints.init_from_checkpoint

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig
-from bert_tf.serving import ops
+from bert_tf.serving import ops, predict
 from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, in_graph_tokenizer
 from bert_tf.tasks.classifier import export as serving
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
@@ -173,23 +173,29 @@ def test_bfloat16_kernel_check_names_ops_the_cpu_cannot_run(tmp_path):
     assert ops.bfloat16_ops_without_cpu_kernel(str(tmp_path / "m")) == ["Lgamma"]
 
 
-def test_raw_text_equals_ids_in_and_keras(classifier_run):
-    loaded = tf.saved_model.load(classifier_run["export"])
+@pytest.fixture(scope="module")
+def loaded_export(classifier_run):
+    """The classifier export loaded once, by bert-predict's loader (whose cache the predict
+    tests below reuse)."""
+    return predict.load_signature(classifier_run["export"], SIGNATURE_KEY)[0]
+
+
+def test_raw_text_equals_ids_in_and_keras(classifier_run, loaded_export):
     pairs = classifier_run["pairs"][:12]
-    text_out = loaded.signatures[SIGNATURE_KEY](text_a=tf.constant([a for a, _ in pairs]),
-                                                text_b=tf.constant([b for _, b in pairs]))
+    text_out = loaded_export.signatures[SIGNATURE_KEY](
+        text_a=tf.constant([a for a, _ in pairs]), text_b=tf.constant([b for _, b in pairs]))
     examples = [classification.InputExample(str(i), a, b, None) for i, (a, b) in enumerate(pairs)]
     features = classifier_features.convert_examples(
         examples, classification.get_task("mrpc"), 20, FullTokenizer(classifier_run["vocab_file"]))
-    ids_out = loaded.signatures[IDS_SIGNATURE_KEY](
+    ids_out = loaded_export.signatures[IDS_SIGNATURE_KEY](
         **{k: tf.constant(features[k]) for k in ("input_ids", "input_mask", "segment_ids")})
     np.testing.assert_allclose(text_out["probabilities"].numpy(), ids_out["probabilities"].numpy(),
                                atol=1e-6)
-    assert [label.decode() for label in loaded.labels.numpy()] == ["0", "1"]
+    assert [label.decode() for label in loaded_export.labels.numpy()] == ["0", "1"]
 
 
-def test_bad_input_is_named_or_defined(classifier_run):
-    serve = tf.saved_model.load(classifier_run["export"]).signatures[SIGNATURE_KEY]
+def test_bad_input_is_named_or_defined(loaded_export):
+    serve = loaded_export.signatures[SIGNATURE_KEY]
     with pytest.raises(TypeError, match="text_b"):
         serve(text_a=tf.constant(["a pair model needs both"]))
     with pytest.raises(TypeError, match="text"):
@@ -217,7 +223,8 @@ def test_single_sentence_regression_signature(tmp_path, tiny_config):
                                            in_graph_tokenizer(vocab_file, None, True), 7, pair=False)
     # The old export is replaced as a whole, and no temporary directory is left behind.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
-    loaded = tf.saved_model.load(export_dir)
+    # Loaded by bert-predict's loader: predict_file below reuses this load.
+    loaded = predict.load_signature(export_dir, SIGNATURE_KEY)[0]
     serve = loaded.signatures[SIGNATURE_KEY]
     assert sorted(serve.structured_input_signature[1]) == ["text_a"]
     sentences = ["She sang.", "she was singing . she sang . she was singing", ""]
@@ -231,8 +238,6 @@ def test_single_sentence_regression_signature(tmp_path, tiny_config):
     np.testing.assert_allclose(got["predictions"].numpy(), expected, rtol=1e-5, atol=1e-6)
     assert loaded.labels.numpy().tolist() == []
     # bert-predict feeds a single-input signature plain lines (an empty line: an empty text).
-    from bert_tf.serving import predict
-
     (tmp_path / "lines.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     output = io.StringIO()
     assert predict.predict_file(export_dir, str(tmp_path / "lines.txt"), output, progress=None) == 3
@@ -260,7 +265,6 @@ def test_predict_script_end_to_end(classifier_run, tmp_path):
 
 def test_predict_bad_input_names_the_line(classifier_run, tmp_path):
     from bert_tf.errors import UserError
-    from bert_tf.serving import predict
 
     export = classifier_run["export"]
     jsonl = tmp_path / "in.jsonl"
