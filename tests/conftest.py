@@ -20,6 +20,18 @@ def tiny_config() -> BertConfig:
                       intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "heavy: a module whose tests train, export or start "
+                                       "processes for 20 s or more; conftest runs these first")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The `heavy` modules first, each still in its own order. `make test`'s workers take whole
+    files in collection order, so the files left for the end are short ones and neither worker
+    waits long for the other to finish its last file."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
 def require_extra(module: str, extra: str):
     """Imports an optional package's `module`; without it the caller's tests skip, except under
     CI=true (`make test` sets it: it installed every extra), where a missing one is a failure."""

@@ -27,6 +27,8 @@ from bert_tf.text.sample_text import generate_corpus
 from in_process import REPO, run_script
 from tiny_models import words_of, write_tiny_model
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 RAM = "ram://gcs-bucket"
 DEMO = os.path.join(REPO, "demo", "data")
 SQUAD = os.path.join(REPO, "tests", "testdata", "squad", "v1_train.json")

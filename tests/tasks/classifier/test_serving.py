@@ -26,6 +26,8 @@ from conftest import TESTDATA
 from serving_client import run_client
 from tiny_models import REPO, write_tiny_model, words_of
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 DEMO = os.path.join(REPO, "demo", "data", "classification")
 
 

@@ -16,6 +16,8 @@ from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, writ
     write_tiny_config, write_unmasked_records
 from pretraining_runs import start, wait, weights
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):

@@ -15,6 +15,8 @@ from bert_tf.workflows.distillation import run as distillation
 from conftest import TESTDATA
 from tiny_models import REPO, words_of, write_tiny_model
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 NER = os.path.join(TESTDATA, "ner")
 SQUAD = os.path.join(TESTDATA, "squad", "v1_train.json")
 

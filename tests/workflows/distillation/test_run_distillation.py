@@ -19,6 +19,8 @@ from bert_tf.workflows.distillation import run as distillation
 from serving_client import run_client
 from tiny_models import REPO, words_of, write_tiny_model
 
+pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
+
 DEMO = os.path.join(REPO, "demo", "data", "classification")
 STUDENT = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=4, intermediate_size=19,
                max_position_embeddings=64, type_vocab_size=2)
