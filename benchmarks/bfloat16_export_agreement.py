@@ -16,7 +16,7 @@ fraction of sentences whose label is the same from both exports), "probability_d
 "sentences_within_1e-2" (the fraction of sentences whose every class is within 1e-2),
 "dev_accuracy": {"do_predict", "float32_export", "bfloat16_export"},
 "float32_export_vs_do_predict_max_difference", "examples_per_second": {dtype: ...}} (a speed
-figure only on an otherwise idle machine; bfloat16 is not faster without AMX).
+figure only on an otherwise idle machine; benchmarks/serving.py is the speed benchmark).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ models, `SentencepieceOp` / `SentencepieceTokenizeOp` from this list.
 
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
 
 from bert_tf import filesystem
@@ -76,28 +78,31 @@ def unservable_ops(export_dir: str) -> list[str]:
     return sorted(op for op in saved_model_ops(export_dir) if op not in allowed)
 
 
+@functools.cache
+def _cpu_kernels(op_type: str) -> tuple:
+    """The kernels registered for `op_type` that run on a CPU, looked up once per op type (a
+    graph repeats its ops thousands of times)."""
+    from tensorflow.python.framework import kernels  # noqa: PLC0415
+
+    return tuple(k for k in kernels.get_registered_kernels_for_op(op_type).kernel
+                 if k.device_type in ("CPU", "DEFAULT"))
+
+
 def bfloat16_ops_without_cpu_kernel(export_dir: str) -> list[str]:
     """The ops of `export_dir` that take or give bfloat16 and have no CPU kernel for their
     types: a bfloat16 export (--export_dtype) must run on a CPU model server, whose kernels
     are core TensorFlow's (the same registrations as this TensorFlow's). A kernel registered
     for DEFAULT runs on every device, the CPU too (IdentityN's, which tf.custom_gradient adds)."""
-    from tensorflow.python.framework import kernels  # noqa: PLC0415
-
     nodes, functions = _nodes_and_functions(export_dir)
     bfloat16 = tf.bfloat16.as_datatype_enum
     missing = set()
-    cpu_kernels: dict[str, list] = {}  # per op type: a graph repeats its ops thousands of times
     for node in nodes:
         if node.op in functions or not any(
                 value.type == bfloat16 or bfloat16 in value.list.type
                 for value in node.attr.values()):
             continue
-        if node.op not in cpu_kernels:
-            cpu_kernels[node.op] = [k for k in kernels.get_registered_kernels_for_op(node.op).kernel
-                                    if k.device_type in ("CPU", "DEFAULT")]
-        cpu = cpu_kernels[node.op]
         if not any(all(_allows(node.attr.get(c.name), c.allowed_values.list.type)
-                       for c in kernel.constraint) for kernel in cpu):
+                       for c in kernel.constraint) for kernel in _cpu_kernels(node.op)):
             missing.add(node.op)
     return sorted(missing)
 
