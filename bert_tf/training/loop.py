@@ -497,3 +497,12 @@ def _traced_for_input(step: tf.types.experimental.PolymorphicFunction,
 def load_model(task: Task, config: RunConfig, *, checkpoint: str | None = None) -> keras.Model:
     """The model restored from `checkpoint` (default: latest in output_dir), without a strategy."""
     return _restored_run(task, config, tf.distribute.get_strategy(), checkpoint).model
+
+
+def write_model_checkpoint(model: keras.Model, prefix: str, global_step: int) -> str:
+    """`model` written as a run's checkpoint at `global_step`, without optimizer slots: what
+    `evaluate`, `predict` and `load_model` restore as `checkpoint=` (and, like any bert_tf
+    checkpoint, an init_checkpoint). Returns the prefix written."""
+    return tf.train.Checkpoint(
+        model=model, global_step=tf.Variable(global_step, dtype=tf.int64, trainable=False),
+        rng=_seed_states(model)).write(prefix)

@@ -18,6 +18,7 @@ from bert_tf.errors import UserError
 from bert_tf.records import features as record_schemas
 from bert_tf.serving.saved_model import SIGNATURE_KEY
 from bert_tf.training import best_checkpoint, finetuning, loop as training
+from bert_tf.training import steps as training_steps
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.run import (MultitaskOptions, MultitaskTask, prepare_task,
                                              run_multitask)
@@ -134,8 +135,13 @@ def setup(tmp_path_factory):
 def run(setup):
     options = setup["options"]
     options = dataclasses.replace(options, shared=dataclasses.replace(options.shared, do_predict=True))
-    results = run_multitask(options, setup["run_config"])
-    return {**setup, "results": results}
+    eval_models = []  # one per model an evaluation step was made for
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        make_eval_step = training_steps.make_eval_step
+        monkeypatch.setattr(training_steps, "make_eval_step",
+                            lambda task, model: eval_models.append(model) or make_eval_step(task, model))
+        results = run_multitask(options, setup["run_config"])
+    return {**setup, "results": results, "eval_models": eval_models}
 
 
 def _results(path) -> dict[str, float]:
@@ -158,6 +164,12 @@ def test_outputs_of_each_task(run):
     assert best["best_step"] in (EVAL_EVERY, steps)
     assert sst["global_step"] == ner["global_step"] == best["best_step"]
     assert best["best_score"] == pytest.approx((sst["eval_accuracy"] + ner["eval_f1"]) / 2, rel=1e-6)
+    # Each evaluation restores its checkpoint's step into the task models built and traced at
+    # the first one: one model per task for both evaluations during training, one per task for
+    # the final --do_eval (its script's own run).
+    best_results = _results(os.path.join(out, "best", "eval_results.txt"))
+    assert best_results["sst_global_step"] == best_results["ner_global_step"] == best["best_step"]
+    assert len(run["eval_models"]) == 4
     assert len(open(os.path.join(out, "sst", "test_results.tsv")).readlines()) == 12
     assert os.path.isfile(os.path.join(out, "ner", "test_predictions.txt"))
 

@@ -288,6 +288,51 @@ def _task_and_reader(options: ClassifierOptions, init_checkpoint: str | None):
         processor, options.task_name or type(processor).__name__)
 
 
+@dataclasses.dataclass
+class PreparedClassifier:
+    """A run's task, feature cache and loop task, from `prepare`; `evaluate` gives --do_eval's
+    figures for a checkpoint. The loop task keeps the model and traced steps of its first
+    evaluation, so later calls on the same object (each evaluation during training, or each of
+    a multi-task run's) restore into them instead of building and tracing again."""
+
+    options: ClassifierOptions
+    run_config: training.RunConfig
+    strategy: tf.distribute.Strategy | None
+    task: classification.TaskSpec
+    loop_task: ClassifierTask
+    cache: classifier_features.FeatureCache
+    long_text: LongText
+    pair: bool
+    trim: bool
+
+    def evaluate(self, checkpoint: str | None = None) -> dict[str, float]:
+        """eval_results.txt's figures for `checkpoint` (default: the latest)."""
+        return _evaluate(self.task, self.loop_task, self.run_config, self.cache, self.strategy,
+                         self.trim, checkpoint, self.options)
+
+
+def prepare(options: ClassifierOptions, run_config: training.RunConfig,
+            strategy: tf.distribute.Strategy | None = None) -> PreparedClassifier:
+    """The task, its label list in output_dir and its feature cache, as run_classifier reads
+    them."""
+    task, read_split = _task_and_reader(options, run_config.init_checkpoint)
+    bert_config = options.load_bert_config(run_config)
+    options = finetuning.static_shape_options(options, run_config, strategy)
+    pair = any(layout.text_b is not None for layout in task.splits.values())
+    long_text = options.long_text_options()
+    long_text.check(options.max_seq_length, pair)
+    filesystem.makedirs(run_config.output_dir)
+    finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
+    cache = classifier_features.FeatureCache(
+        task, options.data_dir, run_config.output_dir, options.max_seq_length,
+        options.create_tokenizer(run_config.init_checkpoint, bert_config), options.tokenizer_files,
+        options.do_lower_case, read_split, long_text)
+    loop_task = ClassifierTask(bert_config, task.num_labels, task.regression, task.multi_label,
+                               windows=long_text.chunks)
+    return PreparedClassifier(options, run_config, strategy, task, loop_task, cache, long_text,
+                              pair, options.trim_features())
+
+
 def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
                    strategy: tf.distribute.Strategy | None = None,
                    training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
@@ -309,26 +354,10 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
     precision.check_export_dtype(options.export_dtype)
-    task, read_split = _task_and_reader(options, run_config.init_checkpoint)
-    bert_config = options.load_bert_config(run_config)
-    options = finetuning.static_shape_options(options, run_config, strategy)
-    pair = any(layout.text_b is not None for layout in task.splits.values())
-    long_text = options.long_text_options()
-    long_text.check(options.max_seq_length, pair)
-    filesystem.makedirs(run_config.output_dir)
-    finetuning.write_label_list(run_config.output_dir, [] if task.regression else task.labels)
-    cache = classifier_features.FeatureCache(
-        task, options.data_dir, run_config.output_dir, options.max_seq_length,
-        options.create_tokenizer(run_config.init_checkpoint, bert_config), options.tokenizer_files,
-        options.do_lower_case, read_split, long_text)
-    loop_task = ClassifierTask(bert_config, task.num_labels, task.regression, task.multi_label,
-                               windows=long_text.chunks)
-    trim = options.trim_features()
-
-    def evaluate(checkpoint: str | None = None) -> dict[str, float]:
-        return _evaluate(task, loop_task, run_config, cache, strategy, trim, checkpoint,
-                         options)
-
+    prepared = prepare(options, run_config, strategy)
+    options, task, loop_task, cache = (prepared.options, prepared.task, prepared.loop_task,
+                                       prepared.cache)
+    long_text, trim = prepared.long_text, prepared.trim
     out: dict[str, Any] = {}
     if options.do_train:
         split = cache.records("train")
@@ -338,13 +367,13 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         input_fn = cache.input_fn(split, is_training=True, seed=run_config.seed,
                                   trim_features=trim, length_groups=options.length_groups)
         evaluator = best_checkpoint.from_options(
-            options, run_config.output_dir, evaluate,
+            options, run_config.output_dir, prepared.evaluate,
             split.num_examples // run_config.train_batch_size, default_metric(task),
             reported_keys(task), training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(training_task(loop_task) if training_task else loop_task,
                                       run_config, input_fn, strategy, evaluator)
     if options.do_eval:
-        out["eval"] = evaluate()
+        out["eval"] = prepared.evaluate()
         finetuning.write_results(os.path.join(run_config.output_dir, "eval_results.txt"),
                                  out["eval"])
     checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir,
@@ -374,7 +403,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         out["export_dir"] = serving.export_classifier(
             model, options.export_dir, task.labels, task.regression,
             in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
-            options.max_seq_length, pair=pair, thresholds=thresholds, long_text=long_text)
+            options.max_seq_length, pair=prepared.pair, thresholds=thresholds, long_text=long_text)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     if options.export_hf_dir:
         out["export_hf_dir"] = finetuning.export_hf(

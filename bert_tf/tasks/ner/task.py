@@ -39,6 +39,7 @@ from bert_tf.records import features as record_schemas
 from bert_tf.serving import precision
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import metrics as tag_metrics
+from bert_tf.text import tokenizers
 from bert_tf.training import best_checkpoint, finetuning, loop as training
 
 LABEL_LIST_FILE = finetuning.LABEL_LIST_FILE
@@ -293,6 +294,69 @@ def reported_keys(labels: Sequence[str]) -> list[str]:
             + [f"eval_{kind}_{name}" for kind in types for name in ("precision", "recall", "f1")])
 
 
+@dataclasses.dataclass
+class PreparedTagger:
+    """A run's labels, tokenizer and tagging task, from `prepare`; `evaluate` gives --do_eval's
+    figures for a checkpoint. The task keeps the model and traced steps of its first
+    evaluation, so later calls on the same object (each evaluation during training, or each of
+    a multi-task run's) restore into them instead of building and tracing again."""
+
+    options: NerOptions
+    run_config: training.RunConfig
+    strategy: tf.distribute.Strategy | None
+    labels: list[str]
+    tokenizer: tokenizers.FullTokenizer | tokenizers.SentencePieceTokenizer
+    task: TaggingTask
+    _dev: list[Split] = dataclasses.field(default_factory=list, init=False, repr=False)
+
+    def split(self, name: str, record_name: str, batch: int, need_tags: bool,
+              sentences: list[tagging.Sentence] | None = None) -> Split:
+        """The file `name` of the data directory (or `sentences` read from it) as records."""
+        path = self.options.path(name)
+        return prepare_split(
+            path, sentences or tagging.read_sentences(path, self.options.data_format),
+            self.options, self.labels, self.tokenizer,
+            os.path.join(self.run_config.output_dir, record_name), batch, need_tags)
+
+    def dev(self) -> Split:
+        """The dev file's records, written at the first call."""
+        if not self._dev:
+            self._dev.append(self.split(self.options.dev_file, "eval.tf_record",
+                                        self.run_config.eval_batch_size, True))
+        return self._dev[0]
+
+    def evaluate(self, checkpoint: str | None = None
+                 ) -> tuple[dict[str, float], list[list[str]]]:
+        """eval_results.txt's figures and the predicted tags of the dev file."""
+        options, run_config = self.options, self.run_config
+        loop = training.evaluate(self.task, run_config, input_fn(
+            self.dev(), options.max_seq_length, False, options=options), self.strategy,
+            checkpoint=checkpoint)
+        predicted = predict_tags(self.task, run_config.replace(
+            predict_batch_size=run_config.eval_batch_size), self.strategy, self.dev(),
+            self.labels, options.max_seq_length, options, checkpoint)
+        return {"eval_loss": loop["tagging_loss"], "loss": loop["loss"],
+                "global_step": int(loop["global_step"]),
+                **tag_metrics.results_entries(tag_metrics.evaluate(self.dev().tags, predicted))
+                }, predicted
+
+
+def prepare(options: NerOptions, run_config: training.RunConfig,
+            strategy: tf.distribute.Strategy | None = None,
+            train: list[tagging.Sentence] | None = None) -> PreparedTagger:
+    """The labels (from `train`, --label_list or a saved label list), written to output_dir,
+    the tokenizer and the tagging task, as run_ner reads them."""
+    bert_config = options.load_bert_config(run_config)
+    options = finetuning.static_shape_options(options, run_config, strategy)
+    filesystem.makedirs(run_config.output_dir)
+    labels = resolve_labels(options, run_config.output_dir, train, run_config.init_checkpoint)
+    _check(options, labels)
+    finetuning.write_label_list(run_config.output_dir, labels)
+    return PreparedTagger(options, run_config, strategy, labels,
+                          options.create_tokenizer(run_config.init_checkpoint, bert_config),
+                          make_task(options, bert_config, labels, run_config.learning_rate))
+
+
 def run_ner(options: NerOptions, run_config: training.RunConfig,
             strategy: tf.distribute.Strategy | None = None,
             training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
@@ -310,50 +374,20 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
        figures (tagged test file), "files": {name: path}, "export_dir"} for the steps that ran.
     """
     _check(options)
-    bert_config = options.load_bert_config(run_config)
-    options = finetuning.static_shape_options(options, run_config, strategy)
-    output_dir = run_config.output_dir
-    filesystem.makedirs(output_dir)
     train = (tagging.read_sentences(options.path(options.train_file), options.data_format)
              if options.do_train else None)
-    labels = resolve_labels(options, output_dir, train, run_config.init_checkpoint)
-    _check(options, labels)
-    finetuning.write_label_list(output_dir, labels)
-    tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
-    task = make_task(options, bert_config, labels, run_config.learning_rate)
+    prepared = prepare(options, run_config, strategy, train)
+    options, labels, task = prepared.options, prepared.labels, prepared.task
+    output_dir = run_config.output_dir
     out: dict[str, Any] = {"labels": labels, "files": {}}
 
-    def prepare(name: str, record_name: str, batch: int, need_tags: bool, sentences=None) -> Split:
-        path = options.path(name)
-        return prepare_split(path, sentences or tagging.read_sentences(path, options.data_format),
-                             options, labels, tokenizer, os.path.join(output_dir, record_name),
-                             batch, need_tags)
-
-    dev: list[Split] = []
-
-    def evaluate(checkpoint: str | None = None) -> tuple[dict[str, float], list[list[str]]]:
-        """eval_results.txt's figures and the predicted tags of the dev file."""
-        if not dev:
-            dev.append(prepare(options.dev_file, "eval.tf_record", run_config.eval_batch_size,
-                               True))
-        loop = training.evaluate(task, run_config, input_fn(
-            dev[0], options.max_seq_length, False, options=options), strategy,
-            checkpoint=checkpoint)
-        predicted = predict_tags(task, run_config.replace(
-            predict_batch_size=run_config.eval_batch_size), strategy, dev[0], labels,
-            options.max_seq_length, options, checkpoint)
-        return {"eval_loss": loop["tagging_loss"], "loss": loop["loss"],
-                "global_step": int(loop["global_step"]),
-                **tag_metrics.results_entries(tag_metrics.evaluate(dev[0].tags, predicted))
-                }, predicted
-
     if options.do_train:
-        split = prepare(options.train_file, "train.tf_record", 1, True, train)
+        split = prepared.split(options.train_file, "train.tf_record", 1, True, train)
         # Windows are the examples the original would count.
         run_config = finetuning.epochs_run_config(run_config, options,
                                                   split.features.num_windows, "training windows")
         evaluator = best_checkpoint.from_options(
-            options, output_dir, lambda path: evaluate(path)[0],
+            options, output_dir, lambda path: prepared.evaluate(path)[0],
             split.features.num_windows // run_config.train_batch_size, DEFAULT_BEST_METRIC,
             reported_keys(labels), training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(
@@ -361,12 +395,12 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
             input_fn(split, options.max_seq_length, True, run_config.seed, options), strategy,
             evaluator)
     if options.do_eval:
-        out["eval"], predicted = evaluate()
-        out["files"].update(_write_outputs(output_dir, "eval", dev[0], options, predicted,
+        out["eval"], predicted = prepared.evaluate()
+        out["files"].update(_write_outputs(output_dir, "eval", prepared.dev(), options, predicted,
                                            out["eval"]))
     if options.do_predict:
-        split = prepare(options.test_file, "predict.tf_record", run_config.predict_batch_size,
-                        False)
+        split = prepared.split(options.test_file, "predict.tf_record",
+                               run_config.predict_batch_size, False)
         predicted = predict_tags(task, run_config, strategy, split, labels, options.max_seq_length,
                                  options, best_checkpoint.prediction_checkpoint(
                                      output_dir, options.predict_from))

@@ -43,8 +43,9 @@ from bert_tf.model import models
 from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.classifier import features as classifier_features
-from bert_tf.tasks.classifier.task import (ClassifierTask, default_metric, resolve_task,
-                                           run_classifier)
+from bert_tf.tasks.classifier.task import (ClassifierOptions, ClassifierTask, PreparedClassifier,
+                                           default_metric, prepare as prepare_classifier,
+                                           resolve_task, run_classifier)
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import task as ner
 from bert_tf.training import best_checkpoint, finetuning, loop as training
@@ -267,30 +268,48 @@ def _schedule(tasks: list[PreparedTask], options: MultitaskOptions,
 
 
 def write_task_checkpoints(multitask: MultitaskTask, run_config: training.RunConfig,
-                           checkpoint: str | None = None) -> dict[str, str]:
-    """Each task's model (shared encoder + its head) from the multi-task checkpoint (default:
-    the latest) as a checkpoint of its own, with bert_config.json: {task: prefix}."""
+                           checkpoint: str) -> dict[str, str]:
+    """Each task's model (shared encoder + its head) from the multi-task checkpoint as a
+    checkpoint of its own at the same step, with bert_config.json: {task: prefix}."""
     model = training.load_model(multitask, run_config, checkpoint=checkpoint)
+    step = checkpoint_step(checkpoint)
     prefixes = {}
     for name, task_model in zip(multitask.names, model.task_models):
         directory = os.path.join(task_dir(run_config.output_dir, name), SHARED_CHECKPOINT_DIR)
         filesystem.makedirs(directory)
-        prefixes[name] = tf.train.Checkpoint(model=task_model).write(
-            os.path.join(directory, "model.ckpt"))
+        prefixes[name] = training.write_model_checkpoint(
+            task_model, os.path.join(directory, "model.ckpt"), step)
         filesystem.write_atomically(os.path.join(directory, "bert_config.json"),
                                     multitask.bert_config.to_json_string())
     return prefixes
+
+
+def checkpoint_step(checkpoint: str) -> int:
+    """The step in a run's checkpoint prefix (`.../ckpt-<step>`)."""
+    return int(checkpoint.rsplit("-", 1)[1])
+
+
+def _task_run_options(entry: TaskEntry, run_config: training.RunConfig, *, train: bool,
+                      do_eval: bool, do_predict: bool, init_checkpoint: str, output_dir: str,
+                      export_dir: str | None
+                      ) -> tuple[ClassifierOptions | ner.NerOptions, training.RunConfig]:
+    """The task's script options and run config for a run from `init_checkpoint` (a task
+    checkpoint of `write_task_checkpoints`) into `output_dir`."""
+    task_options = dataclasses.replace(
+        entry.options, do_train=train, do_eval=do_eval, do_predict=do_predict,
+        export_dir=export_dir,
+        bert_config_file=os.path.join(os.path.dirname(init_checkpoint), "bert_config.json"))
+    return task_options, run_config.replace(output_dir=output_dir,
+                                            init_checkpoint=init_checkpoint)
 
 
 def _run_task(entry: TaskEntry, run_config: training.RunConfig, strategy, *, train: bool,
               do_eval: bool, do_predict: bool, init_checkpoint: str, output_dir: str,
               export_dir: str | None) -> dict[str, Any]:
     """The task's own script function on its model: evaluate, predict, export (and train)."""
-    task_options = dataclasses.replace(
-        entry.options, do_train=train, do_eval=do_eval, do_predict=do_predict,
-        export_dir=export_dir,
-        bert_config_file=os.path.join(os.path.dirname(init_checkpoint), "bert_config.json"))
-    task_config = run_config.replace(output_dir=output_dir, init_checkpoint=init_checkpoint)
+    task_options, task_config = _task_run_options(
+        entry, run_config, train=train, do_eval=do_eval, do_predict=do_predict,
+        init_checkpoint=init_checkpoint, output_dir=output_dir, export_dir=export_dir)
     if entry.kind == "classifier":
         return run_classifier(task_options, task_config, strategy)
     return ner.run_ner(task_options, task_config, strategy)
@@ -304,23 +323,41 @@ def main_metric(prepared: PreparedTask) -> str:
     return ner.DEFAULT_BEST_METRIC
 
 
-def evaluate_all(multitask: MultitaskTask, tasks: list[PreparedTask],
-                 run_config: training.RunConfig, strategy, checkpoint: str | None
-                 ) -> dict[str, float]:
+class TaskEvaluations:
     """Every task's dev figures for a multi-task checkpoint, as `<task>_<key>`, and `mean`: the
-    mean of the tasks' main metrics (`main_metric`)."""
-    prefixes = write_task_checkpoints(multitask, run_config, checkpoint)
-    results: dict[str, float] = {}
-    for task in tasks:
-        name = task.entry.name
-        figures = _run_task(task.entry, run_config, strategy, train=False, do_eval=True,
-                            do_predict=False, init_checkpoint=prefixes[name],
-                            output_dir=task_dir(run_config.output_dir, name),
-                            export_dir=None)["eval"]
-        results.update({f"{name}_{key}": value for key, value in figures.items()})
-    results["mean"] = float(np.mean([results[f"{task.entry.name}_{main_metric(task)}"]
-                                     for task in tasks]))
-    return results
+    mean of the tasks' main metrics (`main_metric`). Each task's evaluation is its script's
+    --do_eval (`classifier_task.prepare` / `ner.prepare`), prepared at the first call and
+    kept, so that its model is built and its steps traced once per run, not per evaluation."""
+
+    def __init__(self, multitask: MultitaskTask, tasks: list[PreparedTask],
+                 run_config: training.RunConfig, strategy: tf.distribute.Strategy | None):
+        self.multitask, self.tasks = multitask, tasks
+        self.run_config, self.strategy = run_config, strategy
+        self._prepared: dict[str, PreparedClassifier | ner.PreparedTagger] = {}
+
+    def _prepare(self, entry: TaskEntry, prefix: str
+                 ) -> PreparedClassifier | ner.PreparedTagger:
+        if entry.name not in self._prepared:
+            options, config = _task_run_options(
+                entry, self.run_config, train=False, do_eval=True, do_predict=False,
+                init_checkpoint=prefix, output_dir=task_dir(self.run_config.output_dir,
+                                                            entry.name), export_dir=None)
+            prepare = prepare_classifier if entry.kind == "classifier" else ner.prepare
+            self._prepared[entry.name] = prepare(options, config, self.strategy)
+        return self._prepared[entry.name]
+
+    def __call__(self, checkpoint: str) -> dict[str, float]:
+        prefixes = write_task_checkpoints(self.multitask, self.run_config, checkpoint)
+        results: dict[str, float] = {}
+        for task in self.tasks:
+            name = task.entry.name
+            figures = self._prepare(task.entry, prefixes[name]).evaluate(prefixes[name])
+            if task.entry.kind != "classifier":
+                figures = figures[0]  # (figures, predicted tags)
+            results.update({f"{name}_{key}": value for key, value in figures.items()})
+        results["mean"] = float(np.mean([results[f"{task.entry.name}_{main_metric(task)}"]
+                                         for task in self.tasks]))
+        return results
 
 
 def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
@@ -353,7 +390,7 @@ def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
         chosen = _schedule(tasks, options, run_config)
         evaluator = best_checkpoint.from_options(
             shared, run_config.output_dir,
-            lambda path: evaluate_all(multitask, tasks, run_config, strategy, path),
+            TaskEvaluations(multitask, tasks, run_config, strategy),
             sum(task.num_examples for task in tasks) // run_config.train_batch_size, "mean",
             None, training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(
@@ -366,7 +403,7 @@ def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
     checkpoint = (best_checkpoint.prediction_checkpoint(run_config.output_dir, shared.predict_from)
                   or tf.train.latest_checkpoint(run_config.output_dir))
     prefixes = write_task_checkpoints(multitask, run_config, checkpoint)
-    step = int(checkpoint.rsplit("-", 1)[1])
+    step = checkpoint_step(checkpoint)
     for entry in entries:
         directory = task_dir(run_config.output_dir, entry.name)
         export = (os.path.join(options.export_dir, entry.name)
