@@ -39,6 +39,8 @@ def machine_info(tf) -> dict:
         "tensorflow": tf.__version__,
         "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(unset)"),
         "onednn_enabled": onednn,
+        # Caps the instructions oneDNN uses, e.g. AVX512_CORE_VNNI: bfloat16 then emulated.
+        "ONEDNN_MAX_CPU_ISA": os.environ.get("ONEDNN_MAX_CPU_ISA", "(unset)"),
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "cpu_bf16_flags": sorted(cpu_flags & {"avx512_bf16", "amx_bf16", "amx_tile"}),
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),

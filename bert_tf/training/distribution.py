@@ -154,10 +154,20 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
 
 
 def cpu_has_bfloat16_matrix_units(flags: frozenset[str] | None = None) -> bool:
-    """Whether this CPU (or one with `flags`) has AMX-BF16 tile units. Without them TensorFlow's
-    bfloat16 step is slower than float32: emulated on AVX2, and measured at 0.60-0.67x float32
-    with AVX512-BF16's dot-product instructions alone (`benchmarks/training_throughput.py`)."""
+    """Whether this CPU (or one with `flags`) has AMX-BF16 tile units, where bfloat16 pays
+    several times over float32."""
     return "amx_bf16" in (cpu_flags() if flags is None else flags)
+
+
+def cpu_has_bfloat16_instructions(flags: frozenset[str] | None = None) -> bool:
+    """Whether this CPU (or one with `flags`) computes bfloat16 products in hardware
+    (AVX512-BF16 or AMX-BF16); without either oneDNN emulates them, slower than float32.
+
+    AVX512-BF16 alone pays on some CPUs and not on others (`benchmarks/training_throughput.py`:
+    1.43-1.58x float32 on an AMD EPYC Zen 4, 0.60-0.67x on an earlier AVX-512 machine).
+    """
+    flags = cpu_flags() if flags is None else flags
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def preferred_dtype(tpu: bool, gpu_compute_capabilities: list[tuple[int, int]],
@@ -176,7 +186,8 @@ def preferred_dtype(tpu: bool, gpu_compute_capabilities: list[tuple[int, int]],
         return "float16", "GPUs of compute capability below 8.0 (no fast bfloat16)"
     if cpu_has_bfloat16_matrix_units(flags):
         return "bfloat16", "a CPU with AMX-BF16 matrix units"
-    return "float32", "a CPU without AMX-BF16 matrix units (bfloat16 would be slower)"
+    return "float32", ("a CPU without AMX-BF16 matrix units (bfloat16 gains less there, "
+                       "or nothing)")
 
 
 def resolve_dtype(dtype: str, use_tpu: bool = False) -> str:
@@ -194,19 +205,18 @@ def resolve_dtype(dtype: str, use_tpu: bool = False) -> str:
 def speed_warnings(strategy: tf.distribute.Strategy, dtype: str, use_xla: bool) -> list[str]:
     """Settings that cannot make this run faster on the devices at hand, each said in one line.
 
-    On CPUs: bfloat16 without AMX tiles is slower than float32 (and float32 with them slower
-    than bfloat16), and XLA needs static shapes, so the encoder then computes the padding
-    positions it otherwise skips.
+    On CPUs: bfloat16 without bfloat16 instructions is emulated, slower than float32 (and
+    float32 on AMX tiles slower than bfloat16), and XLA needs static shapes, so the encoder then
+    computes the padding positions it otherwise skips.
     """
     accelerators = tf.config.list_logical_devices("GPU") + tf.config.list_logical_devices("TPU")
     if accelerators or isinstance(strategy, tf.distribute.TPUStrategy):
         return []
     warnings = []
-    matrix_units = cpu_has_bfloat16_matrix_units()
-    if dtype == "bfloat16" and not matrix_units:
-        warnings.append("--dtype=bfloat16 on a CPU without AMX-BF16 is slower than float32 here "
-                        "(emulated, or about 0.6-0.7x with AVX512-BF16 alone); use --dtype=float32")
-    if dtype == "float32" and matrix_units:
+    if dtype == "bfloat16" and not cpu_has_bfloat16_instructions():
+        warnings.append("--dtype=bfloat16 on a CPU without bfloat16 instructions (AVX512-BF16 or "
+                        "AMX-BF16) is emulated, slower than float32 here; use --dtype=float32")
+    if dtype == "float32" and cpu_has_bfloat16_matrix_units():
         warnings.append("--dtype=float32 on a CPU with AMX-BF16 matrix units: --dtype=bfloat16 "
                         "(or --dtype=auto) runs the matrix products on them, several times "
                         "faster (docs/training.md)")

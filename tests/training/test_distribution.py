@@ -130,14 +130,22 @@ def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path, scri
     assert os.listdir(os.path.join(output_dir, "train"))  # summaries: the chief's only
 
 
-def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypatch):
+@pytest.mark.parametrize("flags, bfloat16_warned", [
+    ({"avx2", "fma"}, True),  # bfloat16 emulated
+    ({"avx512f", "avx512_vnni"}, True),  # AVX-512 without bfloat16 instructions (Cascade Lake)
+    ({"avx512f", "avx512_bf16"}, False),  # AVX512-BF16 (Zen 4): faster on some CPUs
+    ({"avx512_bf16", "amx_bf16", "amx_tile"}, False),  # AMX (Sapphire Rapids)
+])
+def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypatch, flags,
+                                                                       bfloat16_warned):
     strategy = tf.distribute.get_strategy()
-    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: False)
+    monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset(flags))
     warnings = distribution.speed_warnings(strategy, "bfloat16", use_xla=True)
-    assert [w.split()[0] for w in warnings] == ["--dtype=bfloat16", "--use_xla"]
-    assert distribution.speed_warnings(strategy, "float32", use_xla=False) == []
-    monkeypatch.setattr(distribution, "cpu_has_bfloat16_matrix_units", lambda: True)
-    assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == []
+    assert [w.split()[0] for w in warnings] == (
+        ["--dtype=bfloat16", "--use_xla"] if bfloat16_warned else ["--use_xla"])
+    assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == warnings[:-1]
+    float32 = distribution.speed_warnings(strategy, "float32", use_xla=False)
+    assert [w.split()[0] for w in float32] == (["--dtype=float32"] if "amx_bf16" in flags else [])
 
 
 def test_the_private_coordination_api_is_still_there():
@@ -178,6 +186,8 @@ def test_cpu_flags_come_from_cpuinfos_flags_line():
     assert distribution.cpu_flags("processor\t: 0\n") == frozenset()
     assert distribution.cpu_has_bfloat16_matrix_units(distribution.cpu_flags(CPUINFO))
     assert not distribution.cpu_has_bfloat16_matrix_units(frozenset({"avx512_bf16", "avx512f"}))
+    assert distribution.cpu_has_bfloat16_instructions(frozenset({"avx512_bf16", "avx512f"}))
+    assert not distribution.cpu_has_bfloat16_instructions(frozenset({"avx512f", "avx2"}))
 
 
 @pytest.mark.parametrize("tpu, gpus, flags, want", [
