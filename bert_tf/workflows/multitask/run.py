@@ -326,7 +326,7 @@ def main_metric(prepared: PreparedTask) -> str:
 class TaskEvaluations:
     """Every task's dev figures for a multi-task checkpoint, as `<task>_<key>`, and `mean`: the
     mean of the tasks' main metrics (`main_metric`). Each task's evaluation is its script's
-    --do_eval (`classifier_task.prepare` / `ner.prepare`), prepared at the first call and
+    --do_eval (`classifier.task.prepare` / `ner.task.prepare`), prepared at the first call and
     kept, so that its model is built and its steps traced once per run, not per evaluation."""
 
     def __init__(self, multitask: MultitaskTask, tasks: list[PreparedTask],
