@@ -307,7 +307,7 @@ class PreparedTagger:
     labels: list[str]
     tokenizer: tokenizers.FullTokenizer | tokenizers.SentencePieceTokenizer
     task: TaggingTask
-    _dev: list[Split] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _dev: Split | None = dataclasses.field(default=None, init=False, repr=False)
 
     def split(self, name: str, record_name: str, batch: int, need_tags: bool,
               sentences: list[tagging.Sentence] | None = None) -> Split:
@@ -320,10 +320,10 @@ class PreparedTagger:
 
     def dev(self) -> Split:
         """The dev file's records, written at the first call."""
-        if not self._dev:
-            self._dev.append(self.split(self.options.dev_file, "eval.tf_record",
-                                        self.run_config.eval_batch_size, True))
-        return self._dev[0]
+        if self._dev is None:
+            self._dev = self.split(self.options.dev_file, "eval.tf_record",
+                                   self.run_config.eval_batch_size, True)
+        return self._dev
 
     def evaluate(self, checkpoint: str | None = None
                  ) -> tuple[dict[str, float], list[list[str]]]:
