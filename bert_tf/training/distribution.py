@@ -154,8 +154,8 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
 
 
 def cpu_has_bfloat16_matrix_units(flags: frozenset[str] | None = None) -> bool:
-    """Whether this CPU (or one with `flags`) has AMX-BF16 tile units, where bfloat16 pays
-    several times over float32."""
+    """Whether this CPU (or one with `flags`) has AMX-BF16 tile units: the CPUs for which
+    `--dtype=auto` picks bfloat16."""
     return "amx_bf16" in (cpu_flags() if flags is None else flags)
 
 

@@ -136,10 +136,14 @@ def run(setup):
     options = setup["options"]
     options = dataclasses.replace(options, shared=dataclasses.replace(options.shared, do_predict=True))
     eval_models = []  # one per model an evaluation step was made for
+    make_eval_step = training_steps.make_eval_step
+
+    def recording_make_eval_step(task, model):
+        eval_models.append(model)
+        return make_eval_step(task, model)
+
     with pytest.MonkeyPatch.context() as monkeypatch:
-        make_eval_step = training_steps.make_eval_step
-        monkeypatch.setattr(training_steps, "make_eval_step",
-                            lambda task, model: eval_models.append(model) or make_eval_step(task, model))
+        monkeypatch.setattr(training_steps, "make_eval_step", recording_make_eval_step)
         results = run_multitask(options, setup["run_config"])
     return {**setup, "results": results, "eval_models": eval_models}
 

@@ -325,8 +325,12 @@ class PreparedTagger:
                                    self.run_config.eval_batch_size, True)
         return self._dev
 
-    def evaluate(self, checkpoint: str | None = None
-                 ) -> tuple[dict[str, float], list[list[str]]]:
+    def evaluate(self, checkpoint: str | None = None) -> dict[str, float]:
+        """eval_results.txt's figures for `checkpoint` (default: the latest)."""
+        return self.evaluate_with_tags(checkpoint)[0]
+
+    def evaluate_with_tags(self, checkpoint: str | None = None
+                           ) -> tuple[dict[str, float], list[list[str]]]:
         """eval_results.txt's figures and the predicted tags of the dev file."""
         options, run_config = self.options, self.run_config
         loop = training.evaluate(self.task, run_config, input_fn(
@@ -387,7 +391,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
         run_config = finetuning.epochs_run_config(run_config, options,
                                                   split.features.num_windows, "training windows")
         evaluator = best_checkpoint.from_options(
-            options, output_dir, lambda path: prepared.evaluate(path)[0],
+            options, output_dir, prepared.evaluate,
             split.features.num_windows // run_config.train_batch_size, DEFAULT_BEST_METRIC,
             reported_keys(labels), training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(
@@ -395,7 +399,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
             input_fn(split, options.max_seq_length, True, run_config.seed, options), strategy,
             evaluator)
     if options.do_eval:
-        out["eval"], predicted = prepared.evaluate()
+        out["eval"], predicted = prepared.evaluate_with_tags()
         out["files"].update(_write_outputs(output_dir, "eval", prepared.dev(), options, predicted,
                                            out["eval"]))
     if options.do_predict:

@@ -352,8 +352,6 @@ class TaskEvaluations:
         for task in self.tasks:
             name = task.entry.name
             figures = self._prepare(task.entry, prefixes[name]).evaluate(prefixes[name])
-            if task.entry.kind != "classifier":
-                figures = figures[0]  # (figures, predicted tags)
             results.update({f"{name}_{key}": value for key, value in figures.items()})
         results["mean"] = float(np.mean([results[f"{task.entry.name}_{main_metric(task)}"]
                                          for task in self.tasks]))
