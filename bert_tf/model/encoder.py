@@ -32,14 +32,14 @@ the forward pass concatenates them into one [H,3H] kernel (columns [0:H] query, 
 weights). All variables exist as soon as
 the encoder is constructed (no dummy call needed).
 
-Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", everything between the
-embeddings and the outputs runs in the compute dtype (products, attention, GELU, dropout,
-residual sums, LayerNorm's normalization) while variables stay float32; float32 only where the
-numerics need it: the embedding sum (float32 tables), LayerNorm's statistics and softmax's sum
-(docs/modeling.md, "Mixed precision"); the dense layers' bias gradients sum the batch's rows in
-float32 (`bias_add`). The outputs (`sequence_output`, `pooled_output`,
-`encoder_outputs`) are in the compute dtype. Under the pure "bfloat16" policy (the bfloat16
-exports) the variables are bfloat16 too.
+Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", the products run in the
+compute dtype (Q/K/V, attention context and output, feed-forward with GELU, pooler; their
+dropout) while variables stay float32; the residual stream stays float32 (the embedding sum, the
+residual sums, LayerNorm, which every product's input is cast down from once), and so do the
+attention scores and softmax (docs/modeling.md, "Mixed precision", says what each costs and
+saves); the dense layers' bias gradients sum the batch's rows in float32 (`bias_add`).
+`sequence_output` and `encoder_outputs` are float32, `pooled_output` is in the compute dtype.
+Under the pure "bfloat16" policy (the bfloat16 exports) the variables are bfloat16 too.
 """
 
 from __future__ import annotations
@@ -146,13 +146,14 @@ class Dense(keras.layers.Layer):
 
 
 class LayerNorm(keras.layers.Layer):
-    """LayerNorm over the last axis (ε 1e-12), its statistics in float32; returns the compute dtype.
+    """LayerNorm over the last axis (ε 1e-12), computed in float32; returns float32 [..., H].
 
-    A float32 input is normalized in float32 (the embeddings' sum). A bfloat16 or float16 input
-    is cast once for the statistics only, and normalized in its own dtype with the [T,1] mean
-    and 1/σ rounded to it: the [T,H] tensor is never cast back, and the output is off by a few
-    units of its last place (three roundings). Variables `gamma`, `beta` [H] keep the variable dtype (the layer
-    does not autocast them).
+    The input is cast to float32 once (a no-op for the float32 residual stream) and normalized
+    there: normalizing in bfloat16 rounds the row's mean and 1/σ, and those errors, shared by a
+    whole row, were the largest part of a bfloat16 export's difference from float32
+    (docs/modeling.md, "Mixed precision"). Consumers cast the output to their compute dtype
+    where they multiply. Variables `gamma`, `beta` [H] keep the variable dtype (the layer does
+    not autocast them).
     """
 
     def __init__(self, hidden_size: int, **kwargs):
@@ -162,18 +163,14 @@ class LayerNorm(keras.layers.Layer):
         self.built = True
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
-        mean, variance = tf.nn.moments(tf.cast(x, tf.float32), axes=[-1], keepdims=True)
-        if x.dtype == tf.float32:
-            # (x - mean) / sqrt(variance + ε) · gamma + beta, as x·inv + (beta - mean·inv): two
-            # passes over x instead of four.
-            y = tf.nn.batch_normalization(x, mean, variance, offset=tf.cast(self.beta, x.dtype),
-                                          scale=tf.cast(self.gamma, x.dtype),
-                                          variance_epsilon=LAYER_NORM_EPSILON)
-            return tf.cast(y, self.compute_dtype)
-        dtype = x.dtype
-        inverse = tf.cast(tf.math.rsqrt(variance + LAYER_NORM_EPSILON), dtype)  # [T,1]
-        return ((x - tf.cast(mean, dtype)) * inverse * tf.cast(self.gamma, dtype)
-                + tf.cast(self.beta, dtype))
+        x = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        # (x - mean) / sqrt(variance + ε) · gamma + beta, as x·inv + (beta - mean·inv): two
+        # passes over x instead of four.
+        return tf.nn.batch_normalization(x, mean, variance,
+                                         offset=tf.cast(self.beta, tf.float32),
+                                         scale=tf.cast(self.gamma, tf.float32),
+                                         variance_epsilon=LAYER_NORM_EPSILON)
 
 
 class TokenLayout:
@@ -261,11 +258,17 @@ class TokenLayout:
             return tf.gather(self._row_of_position, flat)
 
 
+def _float32_rows(table, index: tf.Tensor) -> tf.Tensor:
+    """table[index] in float32: [V,H] gathered at int [T] → [T,H]."""
+    return tf.cast(tf.gather(tf.convert_to_tensor(table), index), tf.float32)
+
+
 class BertEmbeddings(keras.layers.Layer):
     """word + token type + position embeddings → LayerNorm → dropout, for the real tokens.
 
-    Tables stay float32 and are gathered before any cast (casting a [V,H] table every step
-    would cost more than the lookup); the sum and LayerNorm run in float32.
+    The rows are gathered before any cast (casting a [V,H] table every step would cost more
+    than the lookup); the sum, LayerNorm and dropout run in float32, the start of the float32
+    residual stream (tables in bfloat16, as in a bfloat16 export, are cast row by row).
     """
 
     def __init__(self, config: BertConfig, **kwargs):
@@ -279,13 +282,14 @@ class BertEmbeddings(keras.layers.Layer):
         self.position_embeddings = self.add_weight(
             shape=(config.max_position_embeddings, h), initializer=init, name="position_embeddings")
         self.layer_norm = LayerNorm(h, name="layer_norm", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, autocast=False,
+                                            dtype=self.dtype_policy)
         self.max_positions = config.max_position_embeddings
         self.built = True  # every variable exists already; shapes come from the config
 
     def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
              training=False) -> tf.Tensor:
-        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens) in the compute dtype."""
+        """input_ids, segment_ids: int32 [B,S] → float32 [T,H] (the real tokens)."""
         if input_ids.shape[1] is not None and input_ids.shape[1] > self.max_positions:
             raise ValueError(
                 f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "
@@ -293,9 +297,9 @@ class BertEmbeddings(keras.layers.Layer):
         positions = tf.tile(tf.range(layout.seq_length), [layout.batch])  # [B*S]
         ids, types, positions = (layout.unpad(tf.reshape(t, [-1]))
                                  for t in (input_ids, segment_ids, positions))  # each [T]
-        x = tf.gather(tf.convert_to_tensor(self.word_embeddings), ids)  # [T,H]
-        x += tf.gather(tf.convert_to_tensor(self.token_type_embeddings), types)
-        x += tf.gather(tf.convert_to_tensor(self.position_embeddings), positions)
+        x = (_float32_rows(self.word_embeddings, ids)
+             + _float32_rows(self.token_type_embeddings, types)
+             + _float32_rows(self.position_embeddings, positions))  # [T,H]
         return self.dropout(self.layer_norm(x), training=training)
 
 
@@ -311,10 +315,14 @@ def _swap_heads(x: tf.Tensor) -> tf.Tensor:
 
 
 class TransformerBlock(keras.layers.Layer):
-    """One post-LayerNorm block: self-attention → add & norm → feed-forward → add & norm."""
+    """One post-LayerNorm block: self-attention → add & norm → feed-forward → add & norm.
+
+    The residual stream (the block's input and output, the sums and LayerNorm) is float32; the
+    products run in the compute dtype, their inputs cast down once each.
+    """
 
     def __init__(self, config: BertConfig, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(autocast=False, **kwargs)  # the float32 residual stream comes in as is
         h, i, policy = config.hidden_size, config.intermediate_size, self.dtype_policy
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
@@ -341,6 +349,7 @@ class TransformerBlock(keras.layers.Layer):
         MiniLM's time on one short text; at large batches the two are equally fast).
         """
         dtype = self.compute_dtype
+        x = tf.cast(x, dtype)
         kernels = [tf.cast(l.kernel, dtype) for l in layers]
         biases = [tf.cast(l.bias, dtype) for l in layers]
         if training and len(layers) > 1:
@@ -364,25 +373,26 @@ class TransformerBlock(keras.layers.Layer):
         keys = tf.shape(layout.mask_bias)[-1]  # S or K
         q = self._heads(q, batch, queries)  # [B,N,Q,D]
         k, v = (self._heads(t, batch, keys) for t in (k, v))  # [B,N,K,D]
-        # Scaled on q ([B,N,Q,D]), not on the scores ([B,N,Q,K]): fewer values to multiply.
-        q *= tf.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = tf.matmul(q, k, transpose_b=True)  # [B,N,Q,K]
-        # Softmax sums in float32: the one cast pair of a block that the numerics need.
-        scores = tf.cast(scores, tf.float32)
-        probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), q.dtype)
+        # The scores in float32: rounded to bfloat16 they shift softmax's weights by up to a
+        # few percent (docs/modeling.md, "Mixed precision"). Scaled on q ([B,N,Q,D]), not on
+        # the scores ([B,N,Q,K]): fewer values to multiply.
+        q = tf.cast(q, tf.float32) * (1.0 / math.sqrt(self.head_size))
+        scores = tf.matmul(q, tf.cast(k, tf.float32), transpose_b=True)  # [B,N,Q,K]
+        probs = tf.cast(tf.nn.softmax(scores + layout.mask_bias, axis=-1), v.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = _swap_heads(tf.matmul(probs, v))  # [B,Q,N,D]
         return tf.reshape(context, [-1, self.num_heads * self.head_size]), scores  # [B*Q,H]
 
     def call(self, x: tf.Tensor, layout: TokenLayout, training=False,
              query_rows: tf.Tensor | None = None, return_attention_scores: bool = False):
-        """x: [T,H], the real-token rows of `layout` → [T,H].
+        """x: [T,H], the real-token rows of `layout` (any float dtype) → float32 [T,H].
 
         With `query_rows` (int [B*Q]: Q rows of each sequence, in batch order), only those rows
         are computed past the keys and values (the original's heads read no others): → [B*Q,H].
         With `return_attention_scores`: (that, the float32 scores [B,N,Q,S|K] before the mask and
         softmax; 0 at padding rows and keys while padding is skipped).
         """
+        x = tf.cast(x, tf.float32)  # ALBERT's projected embeddings come in the compute dtype
         if query_rows is None and layout.key_length is not None:
             # Every position is a row: keys and values only where attention reads them.
             q, = self._projections(x, (self.query,), training)  # [B*S,H]
@@ -404,10 +414,9 @@ class TransformerBlock(keras.layers.Layer):
         if query_rows is None:
             context = layout.unpad(context)  # [T,H]
         attention = self.hidden_dropout(self.attention_output(context), training=training)
-        # Residual sums in the compute dtype: LayerNorm takes its statistics in float32.
-        x = self.attention_layer_norm(attention + residual)
+        x = self.attention_layer_norm(tf.cast(attention, tf.float32) + residual)
         hidden = self.hidden_dropout(self.output_dense(self.intermediate(x)), training=training)
-        x = self.output_layer_norm(hidden + x)
+        x = self.output_layer_norm(tf.cast(hidden, tf.float32) + x)
         return (x, scores) if return_attention_scores else x
 
 

@@ -57,7 +57,7 @@ class MaskedLM(keras.layers.Layer):
         Returns:
           float32 logits [B,P,V].
         """
-        x = self.layer_norm(self.transform(masked_rows))  # [B,P,H], compute dtype
+        x = tf.cast(self.layer_norm(self.transform(masked_rows)), self.compute_dtype)  # [B,P,H]
         table = tf.cast(embedding_table, x.dtype)  # [V,H]
         logits = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), table, transpose_b=True)  # [B*P,V]
         logits = tf.cast(logits, tf.float32) + self.output_bias

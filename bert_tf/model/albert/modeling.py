@@ -45,7 +45,8 @@ class AlbertEmbeddings(BertEmbeddings):
 
     def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
              training=False) -> tf.Tensor:
-        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens) in the compute dtype."""
+        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens) in the compute dtype
+        (the projection E → H)."""
         embedded = super().call(input_ids, segment_ids, layout=layout, training=training)  # [T,E]
         return self.embedding_hidden_mapping_in(embedded)
 

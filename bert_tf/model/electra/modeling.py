@@ -37,7 +37,8 @@ class ElectraEmbeddings(BertEmbeddings):
 
     def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
              training=False) -> tf.Tensor:
-        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens) in the compute dtype."""
+        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens): projected in the compute
+        dtype, else float32."""
         embedded = super().call(input_ids, segment_ids, layout=layout, training=training)  # [T,E]
         if self.embeddings_project is None:
             return embedded
