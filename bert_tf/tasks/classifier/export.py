@@ -35,15 +35,22 @@ from bert_tf.text.long_text import LongText
 # Kept for callers of the ids-in export; `serving_default` now takes raw text.
 __all__ = ["SIGNATURE_KEY", "IDS_SIGNATURE_KEY", "export_classifier", "predict_outputs"]
 _INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+_TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
+_TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 
 
 class _ClassifierServing(tf.Module):
     """Holds the model, tokenizer and labels and the serving functions: what the SavedModel stores."""
 
     def __init__(self, model: keras.Model, labels: Sequence[str], regression: bool,
-                 tokenizer: tf.Module, max_seq_length: int, thresholds=None,
+                 tokenizer: tf.Module, max_seq_length: int, pair: bool, thresholds=None,
                  long_text: LongText = LongText()):
         super().__init__(name="classifier_serving")
+        # Only the raw-text function the task uses: a SavedModel traces and stores every
+        # tf.function its module holds, used by a signature or not.
+        self.serve_text = tf.function(
+            self._serve_text_pair if pair else self._serve_text_a, autograph=False,
+            input_signature=[_TEXT_A, _TEXT_B] if pair else [_TEXT_A])
         self._long_text = long_text
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
@@ -63,13 +70,10 @@ class _ClassifierServing(tf.Module):
         return self._outputs(self._logits({"input_ids": input_ids, "input_mask": input_mask,
                                            "segment_ids": segment_ids}))
 
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
-    def serve_text(self, text_a):
+    def _serve_text_a(self, text_a):
         return self._serve_text(text_a, None)
 
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                                   tf.TensorSpec([None], tf.string, name="text_b")])
-    def serve_text_pair(self, text_a, text_b):
+    def _serve_text_pair(self, text_a, text_b):
         tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
                                   message="text_a and text_b must hold as many texts")
         return self._serve_text(text_a, text_b)
@@ -141,6 +145,6 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
       export_dir.
     """
     module = _ClassifierServing(model, [] if regression else list(labels or []), regression,
-                                tokenizer, max_seq_length, thresholds, long_text)
-    text_signature = module.serve_text_pair if pair else module.serve_text
-    return save(module, export_dir, {SIGNATURE_KEY: text_signature, IDS_SIGNATURE_KEY: module.serve_ids})
+                                tokenizer, max_seq_length, pair, thresholds, long_text)
+    return save(module, export_dir, {SIGNATURE_KEY: module.serve_text,
+                                     IDS_SIGNATURE_KEY: module.serve_ids})

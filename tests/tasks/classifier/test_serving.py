@@ -194,6 +194,9 @@ def test_raw_text_equals_ids_in_and_keras(classifier_run, loaded_export):
     np.testing.assert_allclose(text_out["probabilities"].numpy(), ids_out["probabilities"].numpy(),
                                atol=1e-6)
     assert [label.decode() for label in loaded_export.labels.numpy()] == ["0", "1"]
+    # The export holds the functions of its two signatures only (each one it holds is traced).
+    assert [name for name in dir(loaded_export) if name.startswith("serve")] == [
+        "serve_ids", "serve_text"]
 
 
 def test_bad_input_is_named_or_defined(loaded_export):
@@ -229,6 +232,7 @@ def test_single_sentence_regression_signature(tmp_path, tiny_config):
     loaded = predict.load_signature(export_dir, SIGNATURE_KEY)[0]
     serve = loaded.signatures[SIGNATURE_KEY]
     assert sorted(serve.structured_input_signature[1]) == ["text_a"]
+    assert [name for name in dir(loaded) if name.startswith("serve")] == ["serve_ids", "serve_text"]
     sentences = ["She sang.", "she was singing . she sang . she was singing", ""]
     got = serve(text_a=tf.constant(sentences))
     examples = [classification.InputExample(str(i), s, None, None) for i, s in enumerate(sentences)]
