@@ -180,10 +180,9 @@ def test_bfloat16_features_agree_with_float32_within_bfloat16s_precision(minilm_
     bfloat16 rounds to 8 significant bits (unit roundoff u = 2⁻⁸ relative). Each block rounds its
     inputs and products a handful of times; the hidden state carries those errors into the next
     block, so the bound grows with depth: after block k the RMS error is at most 4·k·u of the
-    layer's RMS value (measured: at most 1.9·u after block 1 and 5·u after block 6, with and
+    layer's RMS value (measured: at most 1.3·u after block 1 and 3.6·u after block 6, with and
     without TF_ENABLE_ONEDNN_OPTS=0), and no value is off by more than 0.05 of the layer's
-    largest value (about a dozen last places; measured at most 0.02, as the heads' logits in
-    tests/model/test_golden_minilm.py). The error is also well above float32's rounding (more
+    largest value (about a dozen last places; measured at most 0.007). The error is also well above float32's rounding (more
     than u/4 relative RMS): the encoder did compute in bfloat16.
     """
     want, got = minilm_outputs["float32"], minilm_outputs["bfloat16"]
