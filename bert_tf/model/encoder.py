@@ -341,7 +341,8 @@ class TransformerBlock(keras.layers.Layer):
         self.built = True
 
     def _projections(self, x: tf.Tensor, layers: tuple[Dense, ...], training) -> list[tf.Tensor]:
-        """x [M,H] → x @ kernel + bias of each layer: one [M,H] tensor per layer.
+        """x [M,H] in the compute dtype → x @ kernel + bias of each layer: one [M,H] tensor per
+        layer.
 
         Training multiplies by the kernels side by side ([H,kH]: one matmul, and one for its
         gradient); inference by each kernel on its own, because concatenating the kernels copies
@@ -349,7 +350,6 @@ class TransformerBlock(keras.layers.Layer):
         MiniLM's time on one short text; at large batches the two are equally fast).
         """
         dtype = self.compute_dtype
-        x = tf.cast(x, dtype)
         kernels = [tf.cast(l.kernel, dtype) for l in layers]
         biases = [tf.cast(l.bias, dtype) for l in layers]
         if training and len(layers) > 1:
@@ -393,23 +393,24 @@ class TransformerBlock(keras.layers.Layer):
         softmax; 0 at padding rows and keys while padding is skipped).
         """
         x = tf.cast(x, tf.float32)  # ALBERT's projected embeddings come in the compute dtype
+        rows = tf.cast(x, self.compute_dtype)  # the Q/K/V products' input, cast down once
         if query_rows is None and layout.key_length is not None:
             # Every position is a row: keys and values only where attention reads them.
-            q, = self._projections(x, (self.query,), training)  # [B*S,H]
-            k, v = self._projections(layout.key_rows(x), (self.key, self.value),
+            q, = self._projections(rows, (self.query,), training)  # [B*S,H]
+            k, v = self._projections(layout.key_rows(rows), (self.key, self.value),
                                      training)  # [B*K,H] each
             residual = x
         elif query_rows is None:
             q, k, v = (layout.pad(t) for t in self._projections(
-                x, (self.query, self.key, self.value), training))  # [B*S,H] each
+                rows, (self.query, self.key, self.value), training))  # [B*S,H] each
             residual = x
         else:
             k, v = (layout.pad(t) for t in self._projections(
-                x, (self.key, self.value), training))  # [B*S,H] each
+                rows, (self.key, self.value), training))  # [B*S,H] each
             if layout.key_length is not None:
                 k, v = layout.key_rows(k), layout.key_rows(v)  # [B*K,H]: the mask's K columns
             residual = tf.gather(x, query_rows)  # [B*Q,H]
-            q, = self._projections(residual, (self.query,), training)
+            q, = self._projections(tf.gather(rows, query_rows), (self.query,), training)
         context, scores = self._attention(q, k, v, layout, training)  # [B*S|B*Q,H]
         if query_rows is None:
             context = layout.unpad(context)  # [T,H]

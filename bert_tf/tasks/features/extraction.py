@@ -16,8 +16,8 @@ next batch runs on the encoder while the current one is formatted.
 `dtype` (--dtype) is the encoder's compute dtype, as in training: bfloat16 computes in bfloat16
 on the float32 weights (Keras' mixed_bfloat16 policy; the residual stream, which the layers'
 outputs are, and the attention scores stay float32); the values written are float32 either way,
-in the same format. "auto" picks what
-the devices run fastest (`distribution.resolve_dtype`). The export keeps its own --export_dtype.
+in the same format. "auto" picks what the devices run fastest (`distribution.resolve_dtype`).
+The export keeps its own --export_dtype.
 """
 
 from __future__ import annotations
