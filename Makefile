@@ -43,9 +43,11 @@ demo: $(VENV)/.installed
 # Two worker processes (pytest-xdist), each taking whole test files (--dist loadfile, so a
 # module's fixtures are built once): most of the suite's time is single-threaded Python
 # (tracing, fixtures, script start-ups), which one process leaves the second core idle for.
+# --no-loadscope-reorder: the files in collection order, where conftest.py puts the heavy ones
+# first (xdist would otherwise order them by test count and leave a long one for the end).
 TEST_WORKERS ?= 2
 test: $(VENV)/.test-installed
-	CI=true $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 -ra tests
+	CI=true $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 -ra tests
 
 clean:
 	rm -rf $(VENV) demo_output
