@@ -11,8 +11,10 @@ that fill max_seq_length), it prints one JSON line:
   model         `serve_ids` alone on ready ids;
   tokenize_share tokenize_pack / model (the goal: at most 0.10 at BERT-base, batch 32).
 
-and per model a line `short_speedup`: raw-text examples/s on short texts / on long ones (the
-encoder skips padding; the goal: at least 2x). Each figure is the best of --repeats rounds in
+per model a line with `export_seconds` (export_classifier's time: tracing both signatures
+and writing the SavedModel) and `graph_bytes` (its saved_model.pb, the stored graphs), and a
+line `short_speedup`: raw-text examples/s on short texts / on long ones (the encoder skips
+padding; the goal: at least 2x). Each figure is the best of --repeats rounds in
 which the calls alternate (on a shared machine other work only slows a call down); `*_median`
 figures are the median over the rounds, which moves less with the load than a single best.
 
@@ -206,9 +208,13 @@ def main(argv):
                 baseline_dir = os.path.join(directory, f"{name}_float32")
                 export_classifier(model, baseline_dir, ["0", "1"], False, module,
                                   FLAGS.max_seq_length, pair=False)
-            export_classifier(precision.model_in_dtype(
-                model, lambda: models.classifier_model(config, 2), FLAGS.export_dtype),
-                export_dir, ["0", "1"], False, module, FLAGS.max_seq_length, pair=False)
+            measured = precision.model_in_dtype(
+                model, lambda: models.classifier_model(config, 2), FLAGS.export_dtype)
+            start = time.perf_counter()
+            export_classifier(measured, export_dir, ["0", "1"], False, module,
+                              FLAGS.max_seq_length, pair=False)
+            print(json.dumps({"model": name, "export_seconds": round(time.perf_counter() - start, 2),
+                              "graph_bytes": os.path.getsize(os.path.join(export_dir, "saved_model.pb"))}))
             _measure(name, export_dir, module, FullTokenizer(vocab_file, do_lower_case=True),
                      baseline_dir)
 

@@ -24,6 +24,7 @@ from bert_tf.text import testing_text
 from bert_tf.training import loop as training
 from conftest import TESTDATA
 from pretraining_records import TINY_CONFIG
+from saved_model_graphs import functions_with_op
 from serving_client import run_client
 from tiny_models import train_tiny_sentencepiece, write_random_encoder, write_tiny_model
 
@@ -264,6 +265,13 @@ def test_task_exports_use_only_servable_ops(exports):
     for name in ("albert_classifier", "albert_features"):
         assert {"SentencepieceOp", "SentencepieceTokenizeOp"} <= ops.saved_model_ops(
             exports["dirs"][name])
+
+
+def test_every_export_stores_the_model_once(exports):
+    """One stored function holds the attention's products: the signatures (the features
+    export's two, the classifier's raw-text and ids-in) all call it."""
+    for name, export_dir in exports["dirs"].items():
+        assert len(functions_with_op(export_dir, "BatchMatMulV2")) == 1, name
 
 
 @pytest.mark.parametrize("data_format", ["conll", "char"])

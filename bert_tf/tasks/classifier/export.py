@@ -51,6 +51,9 @@ class _ClassifierServing(tf.Module):
         self.serve_text = tf.function(
             self._serve_text_pair if pair else self._serve_text_a, autograph=False,
             input_signature=[_TEXT_A, _TEXT_B] if pair else [_TEXT_A])
+        # Both signatures call this one function, so an export traces and stores the model once.
+        self.logits = tf.function(self._model_logits, autograph=False, input_signature=[
+            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _INPUT_NAMES}])
         self._long_text = long_text
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
@@ -67,8 +70,8 @@ class _ClassifierServing(tf.Module):
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None, None], tf.int32, name=n) for n in _INPUT_NAMES])
     def serve_ids(self, input_ids, input_mask, segment_ids):
-        return self._outputs(self._logits({"input_ids": input_ids, "input_mask": input_mask,
-                                           "segment_ids": segment_ids}))
+        return self._outputs(self.logits({"input_ids": input_ids, "input_mask": input_mask,
+                                          "segment_ids": segment_ids}))
 
     def _serve_text_a(self, text_a):
         return self._serve_text(text_a, None)
@@ -90,7 +93,7 @@ class _ClassifierServing(tf.Module):
             ids_a = long_text_ops.truncate(ids_a, window, self._long_text)
         features = packing.pack(ids_a, ids_b, self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length)
-        logits = self._logits({name: features[name] for name in _INPUT_NAMES})
+        logits = self.logits({name: features[name] for name in _INPUT_NAMES})
         if text_of_window is not None:  # the windows' logits, pooled per text
             logits = long_text_ops.pool(logits, text_of_window, tf.size(text_a),
                                         self._long_text.pooling)
@@ -99,7 +102,7 @@ class _ClassifierServing(tf.Module):
             out["label"] = tf.gather(self.labels, tf.argmax(out["probabilities"], axis=-1))
         return out
 
-    def _logits(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
+    def _model_logits(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
         return tf.cast(self.model(features, training=False)["logits"], tf.float32)
 
     def _outputs(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:

@@ -28,6 +28,7 @@ from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.text import character_classes
 
 PAIR_SIGNATURE_KEY = "serve_pair"  # text_a and text_b as two inputs
+_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 def _strip_pattern() -> str:
@@ -54,6 +55,9 @@ class _FeaturesServing(tf.Module):
         self.tokenizer = tokenizer
         self._layers = list(layers)
         self._max_seq_length = max_seq_length
+        # Both signatures call this one function, so an export traces and stores the encoder once.
+        self.encode = tf.function(self._encoder_outputs, autograph=False, input_signature=[
+            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _INPUT_NAMES}])
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve_text(self, text):
@@ -73,19 +77,25 @@ class _FeaturesServing(tf.Module):
         features = packing.pack(self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
                                 self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length, has_b)
-        inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
-        outputs = self.encoder(inputs, training=False)
-        sequence = tf.cast(outputs["sequence_output"], tf.float32)  # [B,S,H]
+        inputs = {k: features[k] for k in _INPUT_NAMES}
+        outputs = self.encode(inputs)
+        sequence = outputs["sequence"]  # [B,S,H]
         mask = tf.cast(inputs["input_mask"], tf.float32)[:, :, None]  # [B,S,1]
-        layers = tf.stack([tf.cast(outputs["encoder_outputs"][i], tf.float32)
-                           for i in self._layers], axis=2)  # [B,S,L,H]
         tokens = self.tokenizer.tokens(inputs["input_ids"])  # [B,S]
         return {"cls": sequence[:, 0],
-                "pooled": tf.cast(outputs["pooled_output"], tf.float32),
+                "pooled": outputs["pooled"],
                 "mean": tf.reduce_sum(sequence * mask, axis=1) / tf.reduce_sum(mask, axis=1),
-                "layers": layers * mask[:, :, :, None],
+                "layers": outputs["layers"] * mask[:, :, :, None],
                 "tokens": tf.where(inputs["input_mask"] > 0, tokens, ""),
                 "length": tf.reduce_sum(inputs["input_mask"], axis=1)}
+
+    def _encoder_outputs(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """float32 `sequence` [B,S,H], `pooled` [B,H] and the chosen `layers` [B,S,L,H]."""
+        outputs = self.encoder(inputs, training=False)
+        layers = tf.stack([tf.cast(outputs["encoder_outputs"][i], tf.float32)
+                           for i in self._layers], axis=2)
+        return {"sequence": tf.cast(outputs["sequence_output"], tf.float32),
+                "pooled": tf.cast(outputs["pooled_output"], tf.float32), "layers": layers}
 
 
 def export_features(encoder: keras.Model, export_dir: str, tokenizer: tf.Module,

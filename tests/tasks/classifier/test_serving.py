@@ -23,6 +23,7 @@ from bert_tf.text import testing_text
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import TESTDATA
+from saved_model_graphs import functions_with_op
 from serving_client import run_client
 from tiny_models import REPO, write_tiny_model, words_of
 
@@ -233,6 +234,8 @@ def test_single_sentence_regression_signature(tmp_path, tiny_config):
     serve = loaded.signatures[SIGNATURE_KEY]
     assert sorted(serve.structured_input_signature[1]) == ["text_a"]
     assert [name for name in dir(loaded) if name.startswith("serve")] == ["serve_ids", "serve_text"]
+    # Both call one traced model function: its graph (the attention's products) is stored once.
+    assert len(functions_with_op(export_dir, "BatchMatMulV2")) == 1
     sentences = ["She sang.", "she was singing . she sang . she was singing", ""]
     got = serve(text_a=tf.constant(sentences))
     examples = [classification.InputExample(str(i), s, None, None) for i, s in enumerate(sentences)]
