@@ -58,8 +58,8 @@ setup(
         "chinese": ["opencc>=1.1.6", "jieba>=0.42"],
         # torch + transformers: the reference forward pass the golden-value tests compare
         # against; import-linter: the layout's import contracts (.importlinter); pytest-xdist:
-        # `make test` runs the suite in two processes.
-        "test": ["pytest>=7", "pytest-xdist>=3.5", "torch>=2.1", "transformers>=4.40", "safetensors>=0.4",
+        # `make test` runs the suite in two processes (3.8: --no-loadscope-reorder).
+        "test": ["pytest>=7", "pytest-xdist>=3.8", "torch>=2.1", "transformers>=4.40", "safetensors>=0.4",
                  "import-linter>=2.17", "pytorch-crf>=0.7", "scikit-learn>=1.3"],
         # create_pretraining_data.py --runner=beam (DirectRunner, Flink, Spark; Dataflow and gs://
         # need apache-beam[gcp]). Beam caps protobuf below 7; TensorFlow 2.21 takes 6.31.1 and up.

@@ -213,8 +213,9 @@ def main(argv):
             start = time.perf_counter()
             export_classifier(measured, export_dir, ["0", "1"], False, module,
                               FLAGS.max_seq_length, pair=False)
-            print(json.dumps({"model": name, "export_seconds": round(time.perf_counter() - start, 2),
-                              "graph_bytes": os.path.getsize(os.path.join(export_dir, "saved_model.pb"))}))
+            seconds = round(time.perf_counter() - start, 2)
+            graph_bytes = os.path.getsize(os.path.join(export_dir, "saved_model.pb"))
+            print(json.dumps({"model": name, "export_seconds": seconds, "graph_bytes": graph_bytes}))
             _measure(name, export_dir, module, FullTokenizer(vocab_file, do_lower_case=True),
                      baseline_dir)
 

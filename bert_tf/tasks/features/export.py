@@ -26,9 +26,9 @@ import tensorflow as tf
 from bert_tf.serving import packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.text import character_classes
+from bert_tf.training.finetuning import MODEL_INPUTS
 
 PAIR_SIGNATURE_KEY = "serve_pair"  # text_a and text_b as two inputs
-_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 def _strip_pattern() -> str:
@@ -57,7 +57,7 @@ class _FeaturesServing(tf.Module):
         self._max_seq_length = max_seq_length
         # Both signatures call this one function, so an export traces and stores the encoder once.
         self.encode = tf.function(self._encoder_outputs, autograph=False, input_signature=[
-            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _INPUT_NAMES}])
+            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in MODEL_INPUTS}])
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve_text(self, text):
@@ -77,7 +77,7 @@ class _FeaturesServing(tf.Module):
         features = packing.pack(self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
                                 self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length, has_b)
-        inputs = {k: features[k] for k in _INPUT_NAMES}
+        inputs = {k: features[k] for k in MODEL_INPUTS}
         outputs = self.encode(inputs)
         sequence = outputs["sequence"]  # [B,S,H]
         mask = tf.cast(inputs["input_mask"], tf.float32)[:, :, None]  # [B,S,1]

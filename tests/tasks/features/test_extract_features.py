@@ -182,8 +182,8 @@ def test_bfloat16_features_agree_with_float32_within_bfloat16s_precision(minilm_
     block, so the bound grows with depth: after block k the RMS error is at most 4·k·u of the
     layer's RMS value (measured: at most 1.3·u after block 1 and 3.6·u after block 6, with and
     without TF_ENABLE_ONEDNN_OPTS=0), and no value is off by more than 0.05 of the layer's
-    largest value (about a dozen last places; measured at most 0.007). The error is also well above float32's rounding (more
-    than u/4 relative RMS): the encoder did compute in bfloat16.
+    largest value (about a dozen last places; measured at most 0.007). The error is also well
+    above float32's rounding (more than u/4 relative RMS): the encoder did compute in bfloat16.
     """
     want, got = minilm_outputs["float32"], minilm_outputs["bfloat16"]
     for layer in MINILM_LAYERS:
