@@ -14,10 +14,15 @@ def truncate(ids: tf.RaggedTensor, window: int, long_text: LongText) -> tf.Ragge
     """`bert_tf.text.long_text.truncate` on each row of int ragged [B, (T)]."""
     head = long_text.kept_head(window)
     lengths = ids.row_lengths()  # [B]
-    position = tf.ragged.range(lengths)  # [B, (T)]: each piece's index in its row
-    fits = tf.expand_dims(lengths <= window, 1)
-    keep = fits | (position < head) | (position >= tf.expand_dims(lengths - (window - head), 1))
-    return tf.ragged.boolean_mask(ids, keep)
+    # On the flat pieces: comparing ragged with dense [B, 1] tensors would broadcast their
+    # shapes in the graph, which costs more to trace than the rest of an export's text ops.
+    row = ids.value_rowids()  # [N]: each piece's row
+    length = tf.gather(lengths, row)
+    position = tf.range(tf.size(row, out_type=row.dtype)) - tf.gather(ids.row_starts(), row)
+    keep = (length <= window) | (position < head) | (position >= length - (window - head))
+    # Each row keeps min(T, window) pieces: all of a row that fits, else head + tail.
+    return tf.RaggedTensor.from_row_lengths(tf.boolean_mask(ids.flat_values, keep),
+                                            tf.minimum(lengths, window), validate=False)
 
 
 def split_windows(ids: tf.RaggedTensor, window: int, stride: int

@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf import filesystem
-from bert_tf.serving.text import lower_like_python
+from bert_tf.serving.text import lower_like_python, one_trace
 
 
 class InGraphSentencePiece(tf.Module):
@@ -31,8 +31,9 @@ class InGraphSentencePiece(tf.Module):
         self.id_to_token = tf.constant(pieces, tf.string)  # [V]
         self.special_ids = {name: pieces.index(name) for name in ("[CLS]", "[SEP]") if name in pieces}
         self.special_ids["[UNK]"] = processor.unk_id()  # the model's own unknown piece
+        self.tokenize = one_trace(self._tokenize)
 
-    def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
+    def _tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
         """string [B] -> int64 ragged [B, (T)] piece ids."""
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
         # The op reads a text only up to its first NUL; SentencePiece reads a NUL as an unknown

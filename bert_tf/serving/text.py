@@ -118,10 +118,28 @@ def lower_like_python(text: tf.Tensor) -> tf.Tensor:
     return tf.strings.lower(text, encoding="utf-8")
 
 
+def one_trace(tokenize) -> tf.types.experimental.PolymorphicFunction:
+    """`tokenize` (string [B] -> ragged ids) as a tf.function traced once: an export that
+    tokenizes several inputs (text_a and text_b; two signatures) traces and stores it once."""
+    return tf.function(tokenize, autograph=False,
+                       input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+
+
 def _split_spaces(text: tf.Tensor) -> tf.RaggedTensor:
     """string [B] -> ragged [B, (W)], split on runs of spaces (no empty words)."""
     words = tf.strings.split(text, sep=" ")
-    return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+    return keep_values(words, tf.strings.length(words.flat_values) > 0)
+
+
+def keep_values(rows: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
+    """Ragged [B, (N)] without the values where bool `keep` [total N] is False.
+
+    Built from the flat values: `tf.ragged.boolean_mask` with a ragged mask broadcasts the two
+    shapes in the graph, which makes an export's tracing slower.
+    """
+    return tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(rows.flat_values, keep), tf.boolean_mask(rows.value_rowids(), keep),
+        nrows=rows.nrows(), validate=False)
 
 
 class InGraphWordpiece(tf.Module):
@@ -147,10 +165,15 @@ class InGraphWordpiece(tf.Module):
         self.id_to_token = tf.constant(tokens, tf.string)  # [V]
         self.special_ids = {name: int(vocab[name]) for name in ("[CLS]", "[SEP]", UNK_TOKEN)
                             if name in vocab}
+        self.tokenize = one_trace(self._tokenize)
 
-    def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
+    def _tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
         """string [B] -> int64 ragged [B, (T)] WordPiece ids."""
-        return self.tokenize_words(text).merge_dims(1, 2)
+        pieces = self.tokenize_words(text)  # [B, (W), (P)]
+        # merge_dims(1, 2), without the shape checks that make it slow to trace.
+        return tf.RaggedTensor.from_row_splits(
+            pieces.flat_values, tf.gather(pieces.values.row_splits, pieces.row_splits),
+            validate=False)
 
     def tokenize_words(self, text: tf.Tensor) -> tf.RaggedTensor:
         """string [B] -> int64 ragged [B, (W), (P)]: each basic token's WordPiece ids."""

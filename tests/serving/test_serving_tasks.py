@@ -267,11 +267,16 @@ def test_task_exports_use_only_servable_ops(exports):
             exports["dirs"][name])
 
 
-def test_every_export_stores_the_model_once(exports):
+def test_every_export_stores_the_model_and_the_tokenizer_once(exports):
     """One stored function holds the attention's products: the signatures (the features
-    export's two, the classifier's raw-text and ids-in) all call it."""
+    export's two, the classifier's raw-text and ids-in) all call it. One holds the tokenizer's
+    op, called for every text input (two per signature of the features export, text_a and
+    text_b of the pair classifier)."""
     for name, export_dir in exports["dirs"].items():
         assert len(functions_with_op(export_dir, "BatchMatMulV2")) == 1, name
+        tokenizer_op = ("SentencepieceTokenizeOp" if name.startswith("albert")
+                        else "WordpieceTokenizeWithOffsets")
+        assert len(functions_with_op(export_dir, tokenizer_op)) == 1, name
 
 
 @pytest.mark.parametrize("data_format", ["conll", "char"])

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf.serving import packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
-from bert_tf.serving.text import character_classes
+from bert_tf.serving.text import character_classes, keep_values
 
 _BIG = 1 << 40  # past every piece offset
 
@@ -31,9 +31,9 @@ def split_words(text: tf.Tensor, char_format: bool) -> tf.RaggedTensor:
     space = character_classes()["python_space"]
     if char_format:
         chars = tf.strings.unicode_split(text, "UTF-8")
-        return tf.ragged.boolean_mask(chars, ~tf.strings.regex_full_match(chars, space))
+        return keep_values(chars, ~tf.strings.regex_full_match(chars.flat_values, space))
     words = tf.strings.split(tf.strings.regex_replace(text, space, " "), sep=" ")
-    return tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
+    return keep_values(words, tf.strings.length(words.flat_values) > 0)
 
 
 def word_pieces(tokenizer: tf.Module, words: tf.RaggedTensor, capacity: int) -> tf.RaggedTensor:
@@ -43,7 +43,10 @@ def word_pieces(tokenizer: tf.Module, words: tf.RaggedTensor, capacity: int) -> 
     unk = tf.fill([pieces.nrows(), 1], tf.constant(tokenizer.special_ids["[UNK]"], tf.int64))
     with_unk = tf.concat([pieces, unk], axis=1)
     keep = tf.where(count > 0, tf.minimum(count, capacity), 1)
-    kept = tf.ragged.boolean_mask(with_unk, tf.ragged.range(with_unk.row_lengths()) < keep[:, None])
+    # The first `keep` of each row, as a gather of flat positions: a ragged < dense [N, 1]
+    # comparison broadcasts shapes in the graph, costly to trace.
+    kept = tf.gather(with_unk.flat_values,
+                     tf.ragged.range(with_unk.row_starts(), with_unk.row_starts() + keep))
     return words.with_flat_values(kept)
 
 
@@ -132,8 +135,9 @@ class TaggerServing(tf.Module):
         ends = plan["ends"]
         lo = tf.gather_nd(ends, tf.stack([plan["sentence"], plan["start"]], axis=1))  # [R]
         hi = tf.gather_nd(ends, tf.stack([plan["sentence"], plan["end"]], axis=1))
-        flat_index = tf.ragged.range(lo, hi) + tf.gather(sentence_pieces.row_starts(), plan["sentence"])[:, None]
-        window_ids = tf.gather(sentence_pieces.flat_values, flat_index)  # [R,(Tw)]
+        offset = tf.gather(sentence_pieces.row_starts(), plan["sentence"])  # [R]
+        window_ids = tf.gather(sentence_pieces.flat_values,
+                               tf.ragged.range(offset + lo, offset + hi))  # [R,(Tw)]
         cls_id, sep_id = self.tokenizer.special_ids["[CLS]"], self.tokenizer.special_ids["[SEP]"]
         features = packing.pack(window_ids, None, cls_id, sep_id, self._max_seq_length)
         inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}

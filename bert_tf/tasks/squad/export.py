@@ -278,8 +278,8 @@ class SquadServing(tf.Module):
         query = self.tokenizer.tokenize(question)[:, :max_query_length]
         windows = plan_windows(doc.row_lengths(), query.row_lengths(), max_seq_length, doc_stride)
         example = windows["example"]
-        doc_index = (tf.ragged.range(windows["start"], windows["start"] + windows["length"])
-                     + tf.gather(doc.row_starts(), example)[:, None])  # [R, (length)]
+        start = tf.gather(doc.row_starts(), example) + windows["start"]  # into doc.flat_values
+        doc_index = tf.ragged.range(start, start + windows["length"])  # [R, (length)]
         # The windows fit (plan_windows), so packing truncates nothing.
         packed = packing.pack(tf.gather(query, example), tf.gather(doc.flat_values, doc_index),
                               self.tokenizer.special_ids["[CLS]"],

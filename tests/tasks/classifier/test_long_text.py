@@ -95,7 +95,8 @@ def test_ops_keep_the_pieces_of_the_records():
     lengths = [0, 1, 9, 10, 11, 17, 23, 40, 41]
     rows = [rng.integers(5, 100, n).tolist() for n in lengths]
     ragged = tf.ragged.constant(rows, dtype=tf.int64, row_splits_dtype=tf.int64)
-    for long_text in (LongText(truncation="tail"), LongText(truncation="head+tail", head_tokens=4)):
+    for long_text in (LongText(), LongText(truncation="tail"),
+                      LongText(truncation="head+tail", head_tokens=4)):
         got = long_text_ops.truncate(ragged, 10, long_text).to_list()
         assert got == [truncate(row, 10, long_text) for row in rows]
         packed = packing.pack(long_text_ops.truncate(ragged, 10, long_text), None, CLS, SEP, 12)
