@@ -29,12 +29,12 @@ import keras
 import tensorflow as tf
 
 from bert_tf.serving import long_text as long_text_ops, packing
-from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, save
+from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, model_inputs_spec, save
 from bert_tf.text.long_text import LongText
+from bert_tf.training.finetuning import MODEL_INPUTS
 
 # Kept for callers of the ids-in export; `serving_default` now takes raw text.
 __all__ = ["SIGNATURE_KEY", "IDS_SIGNATURE_KEY", "export_classifier", "predict_outputs"]
-_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 _TEXT_A = tf.TensorSpec([None], tf.string, name="text_a")
 _TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 
@@ -52,8 +52,8 @@ class _ClassifierServing(tf.Module):
             self._serve_text_pair if pair else self._serve_text_a, autograph=False,
             input_signature=[_TEXT_A, _TEXT_B] if pair else [_TEXT_A])
         # Both signatures call this one function, so an export traces and stores the model once.
-        self.logits = tf.function(self._model_logits, autograph=False, input_signature=[
-            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _INPUT_NAMES}])
+        self.logits = tf.function(self._model_logits, autograph=False,
+                                  input_signature=[model_inputs_spec()])
         self._long_text = long_text
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
@@ -68,7 +68,7 @@ class _ClassifierServing(tf.Module):
                 trainable=False, name="thresholds")
 
     @tf.function(autograph=False, input_signature=[
-        tf.TensorSpec([None, None], tf.int32, name=n) for n in _INPUT_NAMES])
+        tf.TensorSpec([None, None], tf.int32, name=n) for n in MODEL_INPUTS])
     def serve_ids(self, input_ids, input_mask, segment_ids):
         return self._outputs(self.logits({"input_ids": input_ids, "input_mask": input_mask,
                                           "segment_ids": segment_ids}))
@@ -93,7 +93,7 @@ class _ClassifierServing(tf.Module):
             ids_a = long_text_ops.truncate(ids_a, window, self._long_text)
         features = packing.pack(ids_a, ids_b, self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length)
-        logits = self.logits({name: features[name] for name in _INPUT_NAMES})
+        logits = self.logits({name: features[name] for name in MODEL_INPUTS})
         if text_of_window is not None:  # the windows' logits, pooled per text
             logits = long_text_ops.pool(logits, text_of_window, tf.size(text_a),
                                         self._long_text.pooling)

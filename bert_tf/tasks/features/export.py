@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.serving import packing
-from bert_tf.serving.saved_model import SIGNATURE_KEY, save
+from bert_tf.serving.saved_model import SIGNATURE_KEY, model_inputs_spec, save
 from bert_tf.serving.text import character_classes
 from bert_tf.training.finetuning import MODEL_INPUTS
 
@@ -56,8 +56,8 @@ class _FeaturesServing(tf.Module):
         self._layers = list(layers)
         self._max_seq_length = max_seq_length
         # Both signatures call this one function, so an export traces and stores the encoder once.
-        self.encode = tf.function(self._encoder_outputs, autograph=False, input_signature=[
-            {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in MODEL_INPUTS}])
+        self.encode = tf.function(self._encoder_outputs, autograph=False,
+                                  input_signature=[model_inputs_spec()])
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve_text(self, text):

@@ -45,8 +45,8 @@ def word_pieces(tokenizer: tf.Module, words: tf.RaggedTensor, capacity: int) -> 
     keep = tf.where(count > 0, tf.minimum(count, capacity), 1)
     # The first `keep` of each row, as a gather of flat positions: a ragged < dense [N, 1]
     # comparison broadcasts shapes in the graph, costly to trace.
-    kept = tf.gather(with_unk.flat_values,
-                     tf.ragged.range(with_unk.row_starts(), with_unk.row_starts() + keep))
+    starts = with_unk.row_starts()
+    kept = tf.gather(with_unk.flat_values, tf.ragged.range(starts, starts + keep))
     return words.with_flat_values(kept)
 
 
