@@ -4,8 +4,6 @@ An import circle shows only when a module on it is imported first ("cannot impor
 partially initialized module"), so each module is imported alone in a process of its own. The
 processes are forked from one parent that imported only third-party packages (TensorFlow takes
 seconds to import; bert_tf is never imported in the parent), so ~100 imports cost seconds.
-tensorflow_text (over a second) is among them: five modules import it. A third-party package
-imports nothing of bert_tf, so having it loaded before cannot hide or make a bert_tf circle.
 """
 
 import os
@@ -16,7 +14,7 @@ from conftest import REPO
 
 _CHILD_IMPORTS = r"""
 import importlib, os, sys, traceback
-import absl, keras, numpy, sentencepiece, tensorflow, tensorflow_text  # third-party only
+import absl, keras, numpy, sentencepiece, tensorflow  # third-party only
 assert not any(name == "bert_tf" or name.startswith("bert_tf.") for name in sys.modules)
 failed = []
 for name in sys.argv[1:]:
