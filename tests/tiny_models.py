@@ -83,6 +83,20 @@ def write_random_encoder(directory: str | os.PathLike, vocab: list[str], **confi
     checkpoints.export_google_checkpoint(encoder, os.path.join(directory, "bert_model.ckpt"))
 
 
+def write_initial_checkpoint(task, directory: str | os.PathLike) -> str:
+    """`task`'s model (a `training.Task`) as the loop initialises it (seeded as the loop seeds
+    it), heads included, written as the one bert_tf checkpoint in `directory`: an
+    --init_checkpoint that a run predicts and exports from without a training step. Returns
+    its prefix."""
+    import keras
+
+    from bert_tf.training import loop as training
+
+    keras.utils.set_random_seed(training.RunConfig.seed)
+    return training.write_model_checkpoint(
+        task.build_model(), os.path.join(os.fspath(directory), "model.ckpt"), 0)
+
+
 def read_results(path: str | os.PathLike) -> dict[str, float]:
     """The `key = value` lines of an eval_results.txt / test_results.txt."""
     with open(path, encoding="utf-8") as f:

@@ -26,11 +26,16 @@ from conftest import TESTDATA
 from pretraining_records import TINY_CONFIG
 from saved_model_graphs import functions_with_op
 from serving_client import run_client
-from tiny_models import train_tiny_sentencepiece, write_random_encoder, write_tiny_model
+from tiny_models import (train_tiny_sentencepiece, write_initial_checkpoint,
+                         write_random_encoder, write_tiny_model)
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 
 NER = os.path.join(TESTDATA, "ner")
+# The NER and ALBERT classifier runs predict and export from their model as initialised (no
+# training step: what they check is the export against the run's own predictions), drawn with
+# weights larger than the usual 0.02 so that their outputs depend on the pieces.
+INITIALIZER_RANGE = 0.2
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "ran",
          "##s", "##ing", ".", "?", "who", "was", "jim", "henson", "puppet", "##eer", "é", "中"]
@@ -110,64 +115,72 @@ def _extract(directory, name: str, **model) -> list[dict]:
 def _albert_sentencepiece_runs(directory) -> dict:
     """A tiny ALBERT over a tiny SentencePiece model trained as ALBERT's 30k-clean.model was
     (<pad>, <unk>, user-defined punctuation pieces; lower-cased text): run_classifier (in process)
-    fine-tunes it one step on a pair task, predicts the test pairs and exports; then
-    extract_features exports its encoder from that run directory (the fixture's input lines)."""
+    predicts the test pairs of a pair task and exports, from the classifier as initialised
+    (`write_initial_checkpoint`); then extract_features exports its encoder from that
+    checkpoint's directory (the fixture's input lines)."""
     (directory / "data").mkdir(parents=True)
     spm_model = train_tiny_sentencepiece(str(directory / "spm"), 800, 200, pad_piece="<pad>",
                                          unk_piece="<unk>", user_defined_symbols="(,),-,.,£,€")
     config_file = str(directory / "albert_config.json")
     AlbertConfig(**{**TINY_CONFIG, "vocab_size": sentencepiece.SentencePieceProcessor(
         model_file=spm_model).get_piece_size(), "embedding_size": 16, "num_hidden_layers": 3,
-        "num_hidden_groups": 1}).to_json_file(config_file)
+        "num_hidden_groups": 1, "initializer_range": INITIALIZER_RANGE}).to_json_file(config_file)
     # Upper case (the model lower-cases), literal [CLS]/[SEP], user-defined and unknown pieces,
     # empty and over-long texts.
     texts = [" ".join(line.split()) for line in testing_text.varied_lines(14, seed=3)]
     texts += ["[CLS] The CAT [SEP] sat", "", "Kalomira TENsul 中 " * 12, "ΟΔΟΣ İstanbul (£5) - x."]
     pairs = [(texts[i], texts[-1 - i]) for i in range(len(texts))]
-    for split, header in (("train", "Quality"), ("test", "index")):
-        with open(directory / "data" / f"{split}.tsv", "w", encoding="utf-8") as f:
-            f.write(f"{header}\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
-            f.writelines(f"{i % 2}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs))
+    with open(directory / "data" / "test.tsv", "w", encoding="utf-8") as f:
+        f.write("index\t#1 ID\t#2 ID\t#1 String\t#2 String\n")
+        f.writelines(f"{i}\t{i}\t{i}\t{a}\t{b}\n" for i, (a, b) in enumerate(pairs))
     options = classifier_task.ClassifierOptions(
         task_name="mrpc", data_dir=str(directory / "data"), bert_config_file=config_file,
-        spm_model_file=spm_model, do_lower_case=True, max_seq_length=20, do_train=True,
-        do_predict=True, num_train_epochs=1.0, export_dir=str(directory / "export"))
-    run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=len(pairs),
-                                    predict_batch_size=len(pairs), learning_rate=1e-2)
+        spm_model_file=spm_model, do_lower_case=True, max_seq_length=20, do_predict=True,
+        export_dir=str(directory / "export"))
+    run_config = training.RunConfig(output_dir=str(directory / "run"),
+                                    predict_batch_size=len(pairs))
+    init_checkpoint = write_initial_checkpoint(
+        classifier_task.prepare(options, run_config).loop_task, directory / "init")
+    run_config = run_config.replace(init_checkpoint=init_checkpoint)
     classifier_task.run_classifier(options, run_config)
     classifier_task.run_classifier(dataclasses.replace(  # the same checkpoint, in bfloat16
-        options, do_train=False, do_predict=False, export_dir=str(directory / "export_bf16"),
+        options, do_predict=False, export_dir=str(directory / "export_bf16"),
         export_dtype="bfloat16"), run_config)
     (directory / "input.txt").write_bytes((directory.parent / "input.txt").read_bytes())
     features = _extract(directory, "features", bert_config_file=config_file,
-                        init_checkpoint=str(directory / "run"), spm_model_file=spm_model)
+                        init_checkpoint=str(directory / "init"), spm_model_file=spm_model)
     return {"pairs": pairs, "features": features, "results": np.loadtxt(
         directory / "run" / "test_results.tsv", delimiter="\t", ndmin=2)}
 
 
 def _ner_run(directory, data_format: str) -> list[tagging.Sentence]:
-    """run_ner (in process) on the tagging test files: windows of 4 pieces sharing 2, a few
-    training steps, test predictions and the export. Returns the predicted sentences."""
+    """run_ner (in process) on the tagging test files: windows of 4 pieces sharing 2, test
+    predictions and the export, from the tagger as initialised (`write_initial_checkpoint`).
+    Returns the predicted sentences."""
     directory.mkdir()
     if data_format == "char":
-        vocab_file, config_file = write_tiny_model(directory, "张三李四王五在去北京上海工作开会")
+        vocab_file, config_file = write_tiny_model(directory, "张三李四王五在去北京上海工作开会",
+                                                   initializer_range=INITIALIZER_RANGE)
         files = dict(train_file="char_train.txt", test_file="char_test.txt")
     else:  # pieces (quell ##in) and unknown words ([UNK]) too
         vocab_file = os.path.join(NER, "vocab.txt")
         config_file = str(directory / "bert_config.json")
         BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                   intermediate_size=37, max_position_embeddings=64).to_json_file(config_file)
+                   intermediate_size=37, max_position_embeddings=64,
+                   initializer_range=INITIALIZER_RANGE).to_json_file(config_file)
         files = dict(train_file="conll_multicolumn.txt", test_file="conll_multicolumn.txt")
     options = ner_task.NerOptions(
         data_dir=NER, bert_config_file=config_file, vocab_file=vocab_file, max_seq_length=6,
-        do_train=True, do_predict=True, num_train_epochs=2.0, data_format=data_format,
-        window_overlap=2, export_dir=str(directory / "export"), **files)
-    run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=2,
-                                    predict_batch_size=4, learning_rate=1e-2)
+        do_predict=True, data_format=data_format, window_overlap=2,
+        export_dir=str(directory / "export"), **files)
+    run_config = training.RunConfig(output_dir=str(directory / "run"), predict_batch_size=4)
+    # The labels come from the training file, as a training run's would.
+    run_config = run_config.replace(init_checkpoint=write_initial_checkpoint(
+        ner_task.prepare(options, run_config).task, directory / "init"))
     ner_task.run_ner(options, run_config)
     if data_format == "conll":  # the same checkpoint, in bfloat16
         ner_task.run_ner(dataclasses.replace(
-            options, do_train=False, do_predict=False, export_dir=str(directory / "export_bf16"),
+            options, do_predict=False, export_dir=str(directory / "export_bf16"),
             export_dtype="bfloat16"), run_config)
     return tagging.read_sentences(str(directory / "run" / "test_predictions.txt"), data_format)
 

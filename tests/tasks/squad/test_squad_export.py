@@ -80,13 +80,27 @@ def _expected(examples, tokenizer, do_lower_case):
     return predictions, len(features)
 
 
-def _served(examples, contexts, graph_tokenizer, do_lower_case, threshold):
-    module = export.SquadServing(HashedLogits(), graph_tokenizer, MAX_SEQ_LENGTH, DOC_STRIDE,
-                                 MAX_QUERY_LENGTH, N_BEST, MAX_ANSWER_LENGTH, do_lower_case,
-                                 threshold)
+def _served(module, examples, contexts):
     out = module.serve_text(tf.constant([e.question_text for e in examples]),
                             tf.constant(contexts))
     return {k: v.numpy().tolist() for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def v2_modules():
+    """SQuAD 2.0 serving modules over HashedLogits, each built (and its serving function traced)
+    once for the module's tests: {(do_lower_case, SentencePiece model or None): SquadServing}.
+    Their null threshold is a variable, as in an export: each test assigns the one it needs."""
+    return {}
+
+
+def _v2_module(modules: dict, do_lower_case: bool, spm: str | None = None) -> export.SquadServing:
+    if (do_lower_case, spm) not in modules:
+        graph_tokenizer = in_graph_tokenizer(None if spm else _real_vocab(), spm, do_lower_case)
+        modules[do_lower_case, spm] = export.SquadServing(
+            HashedLogits(), graph_tokenizer, MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH, N_BEST,
+            MAX_ANSWER_LENGTH, do_lower_case, 0.0)
+    return modules[do_lower_case, spm]
 
 
 def _check(examples, contexts, predictions, got, threshold):
@@ -120,19 +134,20 @@ def spm_model(tmp_path_factory):
 
 @pytest.mark.parametrize("do_lower_case,sentencepiece",
                          [(True, False), (False, False), (True, True)])
-def test_graph_answers_equal_run_squads_postprocessing(do_lower_case, sentencepiece, request):
+def test_graph_answers_equal_run_squads_postprocessing(do_lower_case, sentencepiece, request,
+                                                       v2_modules):
     examples, contexts = _examples()
+    spm = request.getfixturevalue("spm_model") if sentencepiece else None
     if sentencepiece:
-        spm = request.getfixturevalue("spm_model")
         tokenizer = tokenizers.SentencePieceTokenizer(spm, do_lower_case=do_lower_case)
-        graph_tokenizer = in_graph_tokenizer(None, spm, do_lower_case)
     else:
         tokenizer = tokenizers.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
-        graph_tokenizer = in_graph_tokenizer(_real_vocab(), None, do_lower_case)
     predictions, num_windows = _expected(examples, tokenizer, do_lower_case)
     # A median null_odds of the set: about half the questions answer "" (strictly greater).
     threshold = float(np.sort(list(predictions.null_odds.values()))[len(examples) // 2])
-    got = _served(examples, contexts, graph_tokenizer, do_lower_case, threshold)
+    module = _v2_module(v2_modules, do_lower_case, spm)
+    module.null_threshold.assign(threshold)
+    got = _served(module, examples, contexts)
     _check(examples, contexts, predictions, got, threshold)
     # The set exercises what it should: several windows per context, every outcome.
     assert num_windows > 2 * len(examples)
@@ -177,11 +192,10 @@ def test_question_and_context_must_pair_up():
     assert "null_odds" not in out  # a v1.1 model
 
 
-def test_a_batch_without_windows_answers_nothing():
+def test_a_batch_without_windows_answers_nothing(v2_modules):
     """Contexts without pieces (or no texts at all) leave the model no window to read."""
-    module = export.SquadServing(HashedLogits(), in_graph_tokenizer(_real_vocab(), None, True),
-                                 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH, N_BEST,
-                                 MAX_ANSWER_LENGTH, True, 0.0)
+    module = _v2_module(v2_modules, True)
+    module.null_threshold.assign(0.0)
     for questions, contexts in ((["Who?", ""], ["", " \t\u202f"]), ([], [])):
         out = module.serve_text(tf.constant(questions, tf.string), tf.constant(contexts, tf.string))
         assert [a.decode() for a in out["answer"].numpy()] == [""] * len(questions)
