@@ -455,29 +455,32 @@ def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strate
                    checkpoint: str | None, make_step: Callable) -> tuple[_Run, Callable]:
     """The restored run and a tf.function running `make_step(task, model)` on every replica.
 
-    A later call for the same task, strategy, dtype and step kind restores its checkpoint into
-    the model of the first and reuses that step: repeated evaluate()/predict() calls (each
-    evaluation during training, say) trace once (see `_traced_for_input`). Only a call that restores a checkpoint of the run reuses a model, as
-    restoring overwrites every variable; an init_checkpoint may not (a head it lacks).
+    A later call for the same task, strategy and dtype restores its checkpoint into the model
+    of the first and reuses that model, and its step of the same kind: repeated
+    evaluate()/predict() calls (each evaluation during training, say) trace once (see
+    `_traced_for_input`), and an evaluation that also predicts builds one model. Only a call
+    that restores a checkpoint of the run reuses a model, as restoring overwrites every
+    variable; an init_checkpoint may not (a head it lacks).
     """
-    steps = getattr(task, "__dict__", {}).setdefault("_bert_tf_restored_steps", {})
-    key = (make_step, config.dtype)
+    runs = getattr(task, "__dict__", {}).setdefault("_bert_tf_restored_steps", {})
     path = checkpoint or tf.train.latest_checkpoint(config.output_dir)
-    cached = steps.get(key)
-    if path and cached and cached[2] is strategy:
-        run, distributed_step, _ = cached
+    cached = runs.get(config.dtype)
+    if path and cached and cached["strategy"] is strategy:
+        run = cached["run"]
         run.config = config
         run.restore(path)
-        return run, distributed_step
-    run = _restored_run(task, config, strategy, checkpoint)
-    with strategy.scope():
-        step_fn = make_step(task, run.model)
+    else:
+        run = _restored_run(task, config, strategy, checkpoint)
+        cached = runs[config.dtype] = {"run": run, "strategy": strategy, "steps": {}}
+    if make_step not in cached["steps"]:
+        with strategy.scope():
+            step_fn = make_step(task, run.model)
 
-    @tf.function(autograph=False)
-    def distributed_step(features):
-        return strategy.run(step_fn, args=(features,))
-    steps[key] = (run, distributed_step, strategy)
-    return run, distributed_step
+        @tf.function(autograph=False)
+        def distributed_step(features):
+            return strategy.run(step_fn, args=(features,))
+        cached["steps"][make_step] = distributed_step
+    return run, cached["steps"][make_step]
 
 
 def _traced_for_input(step: tf.types.experimental.PolymorphicFunction,

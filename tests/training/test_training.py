@@ -157,11 +157,16 @@ def test_predict_yields_every_example_in_input_order(trained, files):
 
 class _CountsTraces(pretraining_task.PretrainingTask):
     """Counts the eval and predict steps' forward passes run in Python (training=False): a
-    tf.function runs them only while it traces."""
+    tf.function runs them only while it traces; and the models it builds."""
 
     def __init__(self, bert_config):
         super().__init__(bert_config)
         self.traces = 0
+        self.builds = 0
+
+    def build_model(self):
+        self.builds += 1
+        return super().build_model()
 
     def forward(self, model, features, training, static_shapes=False):
         self.traces += not training
@@ -170,7 +175,8 @@ class _CountsTraces(pretraining_task.PretrainingTask):
 
 def test_repeated_evaluate_and_predict_reuse_one_trace(trained, files):
     """A second evaluate()/predict() of the same task traces nothing new, and still evaluates
-    the checkpoint it is given (restored into the first call's model)."""
+    the checkpoint it is given (restored into the first call's model); predict() runs on the
+    model evaluate() built."""
     task, config, *_ = trained
     counting = _CountsTraces(task.bert_config)
     eval_input = _input_fn(files["eval"], False)
@@ -189,6 +195,7 @@ def test_repeated_evaluate_and_predict_reuse_one_trace(trained, files):
     traced = counting.traces
     second = list(training.predict(counting, config, eval_input))
     assert counting.traces == traced and len(second) == EVAL_ROWS
+    assert counting.builds == 1
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a["next_sentence_logits"], b["next_sentence_logits"])
 
