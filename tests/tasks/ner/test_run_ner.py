@@ -39,8 +39,9 @@ def demo_run(tmp_path_factory, script_runner):
 
 @pytest.fixture(scope="module")
 def char_model(tmp_path_factory):
+    """One encoder layer: these runs check tagging, windows, files and errors, not depth."""
     directory = tmp_path_factory.mktemp("char_model")
-    write_tiny_model(directory, "张三李四王五在去北京上海工作开会")
+    write_tiny_model(directory, "张三李四王五在去北京上海工作开会", num_hidden_layers=1)
     return directory
 
 
