@@ -61,3 +61,17 @@ def script_runner():
     env = {key: value for key, value in os.environ.items() if key != "BERT_TF_TRACEBACK"}
     with ScriptRunner(env) as runner:
         yield runner
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """For `pytest.mark.usefixtures("one_torch_thread")` in modules that check against
+    transformers' PyTorch models: their forward passes are small matrices, and with two OpenMP
+    threads each op waits for the other thread to be scheduled (milliseconds per op on a busy
+    machine, spent spinning). One thread for the module, then torch's own setting again."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -9,7 +9,8 @@ The ram:// runs start in an empty working directory, which stays empty. The runs
 user's would: the data step's records feed run_pretraining, whose output directory is the
 --init_checkpoint of the fine-tuning scripts and extract_features; run_classifier's export is
 bert-predict's --export_dir, loaded back from ram://. run_pretraining's ram:// run is
-stopped after its first checkpoint and resumed (on both, to the same results).
+stopped after its first checkpoint and resumed, to the results of the same command run
+uninterrupted on the local root.
 """
 
 from __future__ import annotations
@@ -89,12 +90,18 @@ def empty_cwd(tmp_path_factory):
     return tmp_path_factory.mktemp("cwd")
 
 
+def _run_on_ram(script, flags: list[str], empty_cwd, monkeypatch):
+    """`script` with ram:// paths, from an empty working directory that stays empty."""
+    monkeypatch.chdir(empty_cwd)
+    result = run_script(script, flags)
+    assert os.listdir(empty_cwd) == [], f"{script} wrote into the working directory"
+    return result
+
+
 def _run_both(script, flags_of_root, buckets, empty_cwd, monkeypatch) -> dict:
     """`script` on the local root, then on ram:// from an empty working directory."""
     results = {"local": run_script(script, flags_of_root(buckets["local"]))}
-    monkeypatch.chdir(empty_cwd)
-    results["ram"] = run_script(script, flags_of_root(buckets["ram"]))
-    assert os.listdir(empty_cwd) == [], f"{script} wrote into the working directory"
+    results["ram"] = _run_on_ram(script, flags_of_root(buckets["ram"]), empty_cwd, monkeypatch)
     return results
 
 
@@ -143,12 +150,15 @@ def _pretraining_flags(root: str, steps: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pretrained(buckets, pretraining_records, empty_cwd):
-    """run_pretraining stopped after its first step's checkpoint, then resumed to step 2."""
+    """run_pretraining on ram:// stopped after its first step's checkpoint, then resumed to step
+    2; locally the same command for 2 steps, uninterrupted: the results the resumed run must
+    reach. (The first run's warm-up step has a rate of 0 whatever --num_train_steps.)"""
+    run_script("run_pretraining.py", _pretraining_flags(buckets["local"], 2))
     monkeypatch = pytest.MonkeyPatch()
     try:
         for steps in (1, 2):
-            _run_both("run_pretraining.py", lambda root: _pretraining_flags(root, steps), buckets,
-                      empty_cwd, monkeypatch)
+            _run_on_ram("run_pretraining.py", _pretraining_flags(RAM, steps), empty_cwd,
+                        monkeypatch)
             assert tf.train.latest_checkpoint(f"{RAM}/out/pretrain").endswith(f"ckpt-{steps}")
     finally:
         monkeypatch.undo()
@@ -191,10 +201,9 @@ def test_run_classifier_trains_evaluates_predicts_and_exports(buckets, pretraine
     np.testing.assert_allclose(ram_rows, local_rows, atol=1e-5)
 
     # bert-predict on the export, loaded back from ram://: the local run's test_results.tsv.
-    monkeypatch.chdir(empty_cwd)
-    run_script("predict.py", [f"--export_dir={RAM}/out/classifier_export", f"--input_file={RAM}/lines.txt",
-                              f"--output_file={RAM}/out/predictions.jsonl"])
-    assert os.listdir(empty_cwd) == []
+    _run_on_ram("predict.py", [f"--export_dir={RAM}/out/classifier_export",
+                               f"--input_file={RAM}/lines.txt",
+                               f"--output_file={RAM}/out/predictions.jsonl"], empty_cwd, monkeypatch)
     predicted = _json_lines(_read(f"{RAM}/out/predictions.jsonl"))
     np.testing.assert_allclose([p["probabilities"] for p in predicted], local_rows, atol=1e-5)
 

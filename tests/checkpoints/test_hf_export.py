@@ -34,7 +34,9 @@ from bert_tf.model.albert.config import AlbertConfig  # noqa: E402
 from bert_tf.errors import UserError  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.training import finetuning  # noqa: E402
-from tiny_models import SPECIAL_TOKENS, train_tiny_sentencepiece, words_of  # noqa: E402
+from tiny_models import SPECIAL_TOKENS, train_tiny_sentencepiece  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 TOLERANCE = 1e-5
 SINGLES = ["The quick brown Fox jumps over the lazy dog.", "Héllo, WÖRLD!", "BERT"]

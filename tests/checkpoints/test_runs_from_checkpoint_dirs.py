@@ -102,18 +102,14 @@ def _write_transformers_classifier(path: str) -> None:
     model.save_pretrained(path)
 
 
-def _transformers_probabilities(directory: str) -> np.ndarray:
-    """The probabilities transformers gives test.tsv's one pair (shorter than
-    --max_seq_length), with the tokenizer of `directory` (MiniLM's own when it has none)."""
+def _transformers_probabilities(model, tokenizer) -> np.ndarray:
+    """The probabilities a transformers classifier gives test.tsv's one pair (shorter than
+    --max_seq_length)."""
     import torch
-    import transformers
 
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(directory).eval()
-    has_tokenizer = os.path.exists(os.path.join(directory, "tokenizer_config.json"))
-    tokenizer = transformers.AutoTokenizer.from_pretrained(
-        directory if has_tokenizer else MINILM_DIR)
     with torch.no_grad():
-        logits = model(**tokenizer("She sang.", "She was singing.", return_tensors="pt")).logits
+        logits = model.eval()(**tokenizer("She sang.", "She was singing.",
+                                          return_tensors="pt")).logits
     return torch.softmax(logits[0], -1).numpy()
 
 
@@ -159,13 +155,18 @@ def test_the_classifier_predicts_and_exports_a_transformers_head_unchanged(runs)
     directory, _ = runs
     with open(os.path.join(directory, "huggingface_classifier", "test_results.tsv")) as f:
         predicted = [float(value) for value in f.read().split()]
-    expected = _transformers_probabilities(os.path.join(directory, CLASSIFIER_HF))
+    expected = _transformers_probabilities(  # MiniLM's tokenizer: the classifier has none
+        transformers.AutoModelForSequenceClassification.from_pretrained(
+            os.path.join(directory, CLASSIFIER_HF)),
+        transformers.AutoTokenizer.from_pretrained(MINILM_DIR))
     np.testing.assert_allclose(predicted, expected, atol=1e-6)
     exported = os.path.join(directory, "huggingface_classifier_hf")
-    _, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+    model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
         exported, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     config = transformers.AutoConfig.from_pretrained(exported)
     assert config.id2label == {0: "0", 1: "1"}
-    assert transformers.AutoTokenizer.from_pretrained(exported).model_max_length == 16
-    np.testing.assert_allclose(_transformers_probabilities(exported), expected, atol=1e-6)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported)
+    assert tokenizer.model_max_length == 16
+    np.testing.assert_allclose(_transformers_probabilities(model, tokenizer), expected,
+                               atol=1e-6)

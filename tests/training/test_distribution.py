@@ -1,10 +1,9 @@
 """Strategies: choice from flags; mirrored and gradient accumulation == one device on the same
-global batch; two-process multi-worker on loopback."""
+global batch. (Two-process multi-worker on loopback: test_cluster.py, whose uninterrupted pair
+the one-checkpoint test reads.)"""
 
 import json
 import logging
-import os
-import socket
 
 from distribute_utils import configure_two_cpus, two_cpu_strategy
 
@@ -18,9 +17,8 @@ from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.records import datasets, features  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.training import distribution, loop as training  # noqa: E402
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
-    write_tiny_config  # noqa: E402
-from conftest import REPO  # noqa: E402
+from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
+    write_records  # noqa: E402
 
 
 
@@ -53,9 +51,11 @@ def train_file(tmp_path_factory):
 
 
 def _train(train_file, output_dir, strategy=None, **changes):
-    # No dropout, so that the updates do not depend on how the batch is split.
-    task = pretraining_task.PretrainingTask(BertConfig(
-        **TINY_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    # No dropout, so that the updates do not depend on how the batch is split. One Transformer
+    # layer: how replicas and micro-batches add up their gradients does not depend on the depth.
+    task = pretraining_task.PretrainingTask(BertConfig(**{
+        **TINY_CONFIG, "num_hidden_layers": 1, "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0}))
     config = training.RunConfig(output_dir=output_dir, train_batch_size=8, num_train_steps=3,
                                 learning_rate=1e-2, save_checkpoints_steps=3, **changes)
     schema = features.pretraining_schema(SEQ, PRED)
@@ -95,39 +95,6 @@ def test_gradient_accumulation_gives_the_full_batch_update(train_file, one_devic
     assert len({weights[i:i + 2].sum() for i in range(0, 8, 2)}) > 1
     _assert_same_run(_train(train_file, str(tmp_path), gradient_accumulation_steps=4),
                      one_device)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
-def test_two_workers_on_loopback_write_one_checkpoint(train_file, tmp_path, script_runner):
-    """Each worker is `python run_pretraining.py` in a process of its own, forked by
-    `script_runner` (its gRPC server and collectives created after the fork)."""
-    output_dir = str(tmp_path / "out")
-    workers = [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]
-    flags = [f"--input_file={train_file}", f"--output_dir={output_dir}",
-             f"--bert_config_file={write_tiny_config(tmp_path)}", f"--max_seq_length={SEQ}",
-             f"--max_predictions_per_seq={PRED}", "--do_train", "--train_batch_size=8",
-             "--num_train_steps=4", "--save_checkpoints_steps=2", "--log_every_n_steps=2",
-             "--distribution_strategy=multi_worker_mirrored"]
-    started = []
-    for index in range(2):
-        env = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "TF_CONFIG": json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
-        started.append(script_runner.start(
-            [([os.path.join(REPO, "run_pretraining.py"), *flags], REPO, env)],
-            stderr_to_stdout=True))
-    for worker in started:
-        [done] = worker.wait(timeout=300)
-        assert done.returncode == 0, done.stdout[-3000:]
-    assert sorted(name for name in os.listdir(output_dir) if name.endswith(".index")) == [
-        "ckpt-2.index", "ckpt-4.index"]
-    reader = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-4"))
-    assert reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == 4
-    assert os.listdir(os.path.join(output_dir, "train"))  # summaries: the chief's only
 
 
 @pytest.mark.parametrize("flags, bfloat16_warned", [

@@ -63,9 +63,11 @@ def random_gradients(model, seed=0) -> list[np.ndarray]:
     return [rng.randn(*v.shape).astype(np.float32) for v in model.trainable_variables]
 
 
-def first_update(optimizer_type: str, decay: float, strategy=None) -> list[np.ndarray]:
-    """(θ before, θ after) for one update of the classifier on fixed gradients (weight decay
-    and clipping off, constant rate), which two replicas of `strategy` give ¼ and ¾ of."""
+def first_update(optimizer_type: str, decay: float, strategy=None
+                 ) -> tuple[keras.Model, list[np.ndarray], list[np.ndarray]]:
+    """(the classifier, θ before, θ after) for one update of a new classifier on fixed gradients
+    (weight decay and clipping off, constant rate), which two replicas of `strategy` give ¼ and
+    ¾ of."""
     strategy = strategy or tf.distribute.get_strategy()
     model = classifier(strategy)
     variables = model.trainable_variables
@@ -89,7 +91,7 @@ def first_update(optimizer_type: str, decay: float, strategy=None) -> list[np.nd
         optimizer.apply([g * share for g in grads], variables)
 
     tf.function(lambda: strategy.run(replica_step))()
-    return before, [v.numpy() for v in variables]
+    return model, before, [v.numpy() for v in variables]
 
 
 def assert_moved_by(before, after, updates, names):
@@ -118,9 +120,9 @@ def largest_steps(before, after, exponents) -> list[float]:
 
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_first_adamw_update_of_each_depth_is_xi_times_the_one_above(replicas):
-    model = classifier()
+    model, before, after = first_update("adamw", XI,
+                                        two_cpu_strategy() if replicas == 2 else None)
     exponents = expected_exponents(model)
-    before, after = first_update("adamw", XI, two_cpu_strategy() if replicas == 2 else None)
     want = numpy_first_adam_update(random_gradients(model), [XI ** k for k in exponents])
     assert_moved_by(before, after, want, [v.path for v in model.trainable_variables])
     np.testing.assert_allclose(largest_steps(before, after, exponents),
@@ -129,10 +131,9 @@ def test_first_adamw_update_of_each_depth_is_xi_times_the_one_above(replicas):
 
 def test_first_lamb_update_of_each_depth_is_xi_times_the_undecayed_one():
     """LAMB's trust ratio ‖θ‖/‖u‖ does not depend on the rate: the factor passes through."""
-    model = classifier()
+    model, before, decayed = first_update("lamb", XI)
     exponents = expected_exponents(model)
-    before, decayed = first_update("lamb", XI)
-    _, plain = first_update("lamb", 1.0)
+    _, _, plain = first_update("lamb", 1.0)
     assert all(np.abs(new - old).max() > 0 for old, new in zip(before, plain))
     assert_moved_by(before, decayed, [XI ** k * (new - old) for old, new, k
                                       in zip(before, plain, exponents)],

@@ -38,23 +38,40 @@ def files(tmp_path_factory):
             "eval": write_records(directory / "eval.tfrecord", pretraining_arrays(EVAL_ROWS, 1))}
 
 
-def _train_tiny(files, output_dir, dtype="float32"):
-    """40 steps of a tiny model on records with a learnable pattern."""
-    task = pretraining_task.PretrainingTask(BertConfig(**TINY_CONFIG))
+def _train_tiny(files, output_dir, dtype="float32", task=None, evaluate_every=None):
+    """40 steps of a tiny model on records with a learnable pattern; with `evaluate_every`, a
+    BestCheckpoint evaluates `task` on the eval records every that many steps while it trains.
+
+    Returns the task, the RunConfig, the last figures and the results of those evaluations."""
+    task = task or pretraining_task.PretrainingTask(BertConfig(**TINY_CONFIG))
     config = training.RunConfig(output_dir=output_dir, train_batch_size=8, eval_batch_size=8,
                                 num_train_steps=40, num_warmup_steps=4, learning_rate=2e-3,
                                 log_every_n_steps=10, save_checkpoints_steps=20, dtype=dtype)
-    figures = training.train(task, config, _input_fn(files["train"], True))
-    return task, config, figures
+    eval_input = _input_fn(files["eval"], False)
+    evaluated = []
+
+    def evaluate(checkpoint):
+        evaluated.append(training.evaluate(task, config, eval_input, checkpoint=checkpoint))
+        return evaluated[-1]
+
+    evaluator = None if evaluate_every is None else best_checkpoint.BestCheckpoint(
+        output_dir, evaluate, best_checkpoint.parse_metric("loss"), periods=[evaluate_every])
+    figures = training.train(task, config, _input_fn(files["train"], True), evaluator=evaluator)
+    return task, config, figures, evaluated
 
 
 @pytest.fixture(scope="module")
 def trained(files, tmp_path_factory):
-    return _train_tiny(files, str(tmp_path_factory.mktemp("run")))
+    """The float32 run, evaluated while it trains every 10 steps (10 and 30 save no checkpoint
+    but for the evaluation), its task counting eval traces: (task, config, figures,
+    evaluations, traces when training ended)."""
+    task = _CountsTraces(BertConfig(**TINY_CONFIG))
+    run = _train_tiny(files, str(tmp_path_factory.mktemp("run")), task=task, evaluate_every=10)
+    return *run, task.traces
 
 
 def test_losses_fall_from_their_value_at_initialisation(trained, files):
-    task, config, figures = trained
+    task, config, figures, _, _ = trained
     results = training.evaluate(task, config, _input_fn(files["train"], False))
     # At initialisation the heads are near uniform: ln(V) for the masked LM, ln(2) for NSP.
     assert figures["global_step"] == 40 and results["global_step"] == 40
@@ -70,8 +87,8 @@ def test_losses_fall_from_their_value_at_initialisation(trained, files):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_mixed_precision_follows_the_float32_loss_curve(trained, files, tmp_path, dtype):
-    _, _, expected = trained
-    task, config, figures = _train_tiny(files, str(tmp_path), dtype)
+    _, _, expected, _, _ = trained
+    task, config, figures, _ = _train_tiny(files, str(tmp_path), dtype)
     # Both curves fall from ln(V) + ln(2) ≈ 5.3 to ≈ 0.6. The masked-LM part stays within 1% of
     # that drop; the next-sentence part, half-learned after 40 steps, moves by ±0.1 with any
     # change of the dropout draws, so it is only required to have been learned in both.
@@ -106,7 +123,7 @@ def _direct_eval(model, arrays, batch_size):
 
 
 def test_evaluate_streams_the_originals_metrics_over_every_batch(trained, files):
-    task, config, _ = trained
+    task, config, *_ = trained
     results = training.evaluate(task, config, _input_fn(files["eval"], False))
     arrays = pretraining_arrays(EVAL_ROWS, 1)
     model = training.load_model(task, config)
@@ -125,7 +142,7 @@ class _WithIds(pretraining_task.PretrainingTask):
 
 
 def test_predict_yields_every_example_in_input_order(trained, files):
-    task, config, _ = trained
+    task, config, *_ = trained
     rows = list(training.predict(_WithIds(task.bert_config), config,
                                  _input_fn(files["eval"], False)))
     arrays = pretraining_arrays(EVAL_ROWS, 1)
@@ -154,7 +171,7 @@ class _CountsTraces(pretraining_task.PretrainingTask):
 def test_repeated_evaluate_and_predict_reuse_one_trace(trained, files):
     """A second evaluate()/predict() of the same task traces nothing new, and still evaluates
     the checkpoint it is given (restored into the first call's model)."""
-    task, config, _ = trained
+    task, config, *_ = trained
     counting = _CountsTraces(task.bert_config)
     eval_input = _input_fn(files["eval"], False)
     latest = training.evaluate(counting, config, eval_input)
@@ -176,29 +193,17 @@ def test_repeated_evaluate_and_predict_reuse_one_trace(trained, files):
         np.testing.assert_array_equal(a["next_sentence_logits"], b["next_sentence_logits"])
 
 
-def test_evaluations_during_training_trace_the_eval_step_once(files, tmp_path):
-    """Each evaluation during training (every 2 steps of 4) evaluates its own checkpoint with the
-    eval step traced at the first one, for all its batch sizes (20 rows: 8, 8, 4)."""
-    task = _CountsTraces(BertConfig(**TINY_CONFIG))
-    config = training.RunConfig(output_dir=str(tmp_path), train_batch_size=8, eval_batch_size=8,
-                                num_train_steps=4, learning_rate=2e-3, log_every_n_steps=2)
-    eval_input = _input_fn(files["eval"], False)
-    evaluated = []
-
-    def evaluate(checkpoint):
-        evaluated.append(training.evaluate(task, config, eval_input, checkpoint=checkpoint))
-        return evaluated[-1]
-
-    evaluator = best_checkpoint.BestCheckpoint(str(tmp_path), evaluate,
-                                               best_checkpoint.parse_metric("loss"), periods=[2])
-    training.train(task, config, _input_fn(files["train"], True), evaluator=evaluator)
-    assert [results["global_step"] for results in evaluated] == [2, 4]
+def test_evaluations_during_training_trace_the_eval_step_once(trained):
+    """Each evaluation during training (every 10 steps of 40) evaluates its own checkpoint with
+    the eval step traced at the first one, for all its batch sizes (20 rows: 8, 8, 4)."""
+    *_, evaluated, traces = trained
+    assert [results["global_step"] for results in evaluated] == [10, 20, 30, 40]
     assert evaluated[0]["loss"] != evaluated[1]["loss"]
-    assert task.traces == 1
+    assert traces == 1
 
 
 def test_a_finished_run_is_not_trained_again(trained, files):
-    task, config, _ = trained
+    task, config, *_ = trained
     assert training.train(task, config, _input_fn(files["train"], True)) == {"global_step": 40.0}
 
 

@@ -5,7 +5,6 @@ a killed one resumes in its directory), the metric of best_state.json, the scrip
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -142,12 +141,13 @@ def test_command_errors(tmp_path):
         search.trial_result(str(trial_dir), search.command_metric(["run_ner.py"]))
 
 
-def test_script_runs_the_search_and_names_failures(tmp_path):
+def test_script_runs_the_search_and_names_failures(tmp_path, script_runner):
+    # search.py in a process of its own (forked by `script_runner`): its exit status and lines.
     output_dir = tmp_path / "search"
-    command = [sys.executable, os.path.join(REPO, "search.py"), f"--output_dir={output_dir}",
+    command = [os.path.join(REPO, "search.py"), f"--output_dir={output_dir}",
                "--grid=learning_rate=1e-4,2e-4", "--", *STUB, "run_classifier.py",
                "--kill_at_learning_rate=2e-4"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    [done] = script_runner.start([(command, str(tmp_path))]).wait(timeout=300)
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (
         "error: 1 trial(s) failed: learning_rate=2e-4 (trials.jsonl holds their last output "
@@ -160,8 +160,9 @@ def test_script_runs_the_search_and_names_failures(tmp_path):
 
 def test_one_real_run_classifier_trial(tmp_path, capsys):
     demo = os.path.join(REPO, "demo", "data", "classification")
+    # One Transformer layer: the search reads the trial's figures, whatever the model's depth.
     vocab_file, config_file = write_tiny_model(tmp_path, words_of_files(
-        os.path.join(demo, name) for name in ("train.tsv", "dev.tsv")))
+        os.path.join(demo, name) for name in ("train.tsv", "dev.tsv")), num_hidden_layers=1)
     options = search.SearchOptions(
         command=[sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=SST-2",
                  f"--data_dir={demo}", f"--vocab_file={vocab_file}",

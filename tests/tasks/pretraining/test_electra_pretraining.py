@@ -4,7 +4,6 @@ random id); a tiny run that logs its metrics, exports both networks under google
 exactly from a checkpoint and restores into a classifier; the errors."""
 
 import math
-import os
 import shutil
 
 import keras
@@ -37,12 +36,16 @@ def records(tmp_path_factory):
     return write_unmasked_records(directory / "unmasked.tfrecord", 64, seed=1)
 
 
+def _dataset(records: str, batch_size: int, seed: int, repeat: bool = False) -> tf.data.Dataset:
+    """ELECTRA's eval input: each batch's masks and sampling noise drawn from `seed` and the
+    batch's number."""
+    return dynamic_masking.pretraining_dataset(
+        records, features.pretraining_schema(SEQ, PRED), batch_size, is_training=False,
+        input_context=None, seed=seed, drop_remainder=True, repeat=repeat, electra=True)
+
+
 def _batch(records: str, batch_size: int, seed: int) -> dict:
-    schema = features.pretraining_schema(SEQ, PRED)
-    dataset = dynamic_masking.pretraining_dataset(
-        records, schema, batch_size, is_training=False, input_context=None, seed=seed,
-        drop_remainder=True, electra=True)
-    return next(iter(dataset))
+    return next(iter(_dataset(records, batch_size, seed)))
 
 
 def _sigmoid_cross_entropy(logits, labels):
@@ -96,8 +99,8 @@ def test_loss_matches_googles_formula(records):
 
 def test_electra_masks_are_mask_or_kept_never_random(records):
     masked, kept = 0, 0
-    for seed in range(6):
-        batch = _batch(records, 16, seed)
+    # One input: each batch draws its own masks. 24 batches of 16 rows mask several hundred.
+    for batch in _dataset(records, 16, seed=0, repeat=True).take(24):
         positions = batch["masked_lm_positions"].numpy()
         real = batch["masked_lm_weights"].numpy() > 0
         at = np.take_along_axis(batch["input_ids"].numpy(), positions, 1)[real]
@@ -160,11 +163,8 @@ def test_disc_auc_is_googles_auc_of_the_restored_discriminator(run, records):
     written = training_log.read_eval_results(str(directory / "out" / "eval_results.txt"))
     task = electra.ElectraTask(CONFIG, generator_hidden_size=0.5)
     model = training.load_model(task, training.RunConfig(output_dir=str(directory / "out")))
-    dataset = dynamic_masking.pretraining_dataset(
-        records, features.pretraining_schema(SEQ, PRED), 8, is_training=False,
-        input_context=None, seed=3, drop_remainder=True, repeat=True, electra=True)
     labels, probabilities, masks = [], [], []
-    for batch in dataset.take(2):  # the run's max_eval_steps
+    for batch in _dataset(records, 8, seed=3, repeat=True).take(2):  # the run's max_eval_steps
         outputs = model(batch, training=False)
         masks.append(tf.cast(batch["input_mask"], tf.float32))
         labels.append(tf.cast(outputs["replaced"], tf.float32))

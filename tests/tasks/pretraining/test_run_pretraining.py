@@ -69,19 +69,26 @@ def test_kill_and_resume_ends_with_the_weights_of_an_uninterrupted_run(runs):
 
 def test_kill_and_resume_with_dynamic_masking_ends_with_the_uninterrupted_weights(
         data, tmp_path, script_runner):
-    """Masks drawn in tf.data (40 records, 12 steps of 8: every record seen in 2-3 epochs)."""
-    straight, resumed = str(tmp_path / "straight"), str(tmp_path / "resumed")
+    """Masks drawn in tf.data (40 records, 12 steps of 8: every record seen in 2-3 epochs).
+
+    Killed in the middle of saving the last checkpoint, ckpt-12: its files are complete (the
+    run made all 12 steps without interruption) but not committed, so ckpt-8 is still the one
+    chosen and the same command again redoes steps 9-12 over them. The uncommitted ckpt-12 is
+    the uninterrupted run's end: a copy of it is the reference, no other run is needed."""
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
     dynamic = dict(input_file=data["unmasked"], eval_input_file=data["unmasked"])
-    uninterrupted = start(script_runner, _flags(data, straight, **dynamic))
-    # Killed in the middle of saving ckpt-8 (its files written, not yet committed): ckpt-4 is
-    # still the one chosen.
-    wait(start(script_runner, ["--kill_while_saving=8", *_flags(data, resumed, **dynamic)]),
+    wait(start(script_runner, ["--kill_while_saving=12", *_flags(data, str(resumed), **dynamic)]),
          returncode=-9)
-    assert os.path.exists(f"{resumed}/ckpt-8.index")
-    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-4")
-    wait(start(script_runner, _flags(data, resumed, **dynamic)))
-    wait(uninterrupted)
-    expected, got = weights(straight + "/ckpt-12"), weights(resumed + "/ckpt-12")
+    assert os.path.exists(resumed / "ckpt-12.index")
+    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-8")
+    straight.mkdir()
+    for path in resumed.glob("ckpt-12.*"):
+        shutil.copy(path, straight)
+    wait(start(script_runner, _flags(data, str(resumed), **dynamic)))
+    # Saved again by the resumed run (a run that took the uncommitted files for its own would
+    # find nothing to train and leave ckpt-8 the latest).
+    assert tf.train.latest_checkpoint(resumed).endswith("ckpt-12")
+    expected, got = weights(straight / "ckpt-12"), weights(resumed / "ckpt-12")
     assert set(got) == set(expected)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
