@@ -143,3 +143,15 @@ def start_on_demo_data(runner: ScriptRunner, script: str, data_dir: str,
     return ScriptRun(runner, script, [
         f"--data_dir={data_dir}", f"--vocab_file={vocab_file}",
         f"--bert_config_file={config_file}", f"--output_dir={output_dir}", *flags])
+
+
+def demo_model_flags(data_dir: str, file_names: Iterable[str], directory: str | os.PathLike,
+                     **config_changes) -> list[str]:
+    """Writes a tiny model over the words of `data_dir`'s files (`config_changes` on
+    TINY_CONFIG, e.g. num_hidden_layers=1) and returns --data_dir, --vocab_file,
+    --bert_config_file and --output_dir=<directory>/run for a script on that data."""
+    vocab_file, config_file = write_tiny_model(directory, words_of_files(
+        os.path.join(data_dir, name) for name in file_names), **config_changes)
+    return [f"--data_dir={data_dir}", f"--vocab_file={vocab_file}",
+            f"--bert_config_file={config_file}",
+            f"--output_dir={os.path.join(os.fspath(directory), 'run')}"]

@@ -24,7 +24,8 @@ DEMO = os.path.join(REPO, "demo", "data", "classification")
 @pytest.fixture(scope="module")
 def electra_dir(tmp_path_factory):
     """vocab.txt over the demo set's words; a random ELECTRA pretraining model (E 16 → H 32,
-    a generator half as wide) exported under google's names."""
+    one layer: the cue words need no depth; a generator half as wide) exported under google's
+    names."""
     directory = tmp_path_factory.mktemp("electra_model")
     vocab_file, bert_config_file = write_tiny_model(
         directory, words_of_files([os.path.join(DEMO, n) for n in ("train.tsv", "dev.tsv",
@@ -32,7 +33,8 @@ def electra_dir(tmp_path_factory):
     vocab_size = load_model_config(bert_config_file).vocab_size
     os.remove(bert_config_file)
     config = ElectraConfig(**{**TINY_CONFIG, "vocab_size": vocab_size, "embedding_size": 16,
-                              "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0})
+                              "num_hidden_layers": 1, "hidden_dropout_prob": 0.0,
+                              "attention_probs_dropout_prob": 0.0})
     model = ElectraPretrainingModel(config, config.generator(0.5))
     checkpoints.export_google_checkpoint(model, directory / "google" / "model.ckpt", vocab_file)
     return directory / "google"

@@ -24,8 +24,9 @@ NER = os.path.join(TESTDATA, "ner")
 
 @pytest.fixture(scope="module")
 def char_model(tmp_path_factory):
+    """One encoder layer: these runs check tagging, windows, files and errors, not depth."""
     directory = tmp_path_factory.mktemp("char_model")
-    write_tiny_model(directory, "张三李四王五在去北京上海工作开会")
+    write_tiny_model(directory, "张三李四王五在去北京上海工作开会", num_hidden_layers=1)
     return directory
 
 
@@ -83,7 +84,7 @@ def test_crf_keeps_the_best_checkpoint_and_stops_early(char_model, tmp_path):
 
 
 def test_bilstm_sees_real_positions_only_and_round_trips(tmp_path):
-    config = BertConfig(**TINY_CONFIG)
+    config = BertConfig(**{**TINY_CONFIG, "num_hidden_layers": 1})  # the BiLSTM is the subject
     model = models.token_classifier_model(config, 5, lstm_size=3, crf=True)
     rng = np.random.default_rng(0)
     ids = rng.integers(5, config.vocab_size, size=(2, 7)).astype(np.int32)

@@ -15,7 +15,7 @@ from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from tiny_models import REPO, read_results, start_on_demo_data, write_tiny_model
+from tiny_models import REPO, ScriptRun, demo_model_flags, read_results, write_tiny_model
 
 DEMO = os.path.join(REPO, "demo", "data", "ner")
 NER = os.path.join(TESTDATA, "ner")
@@ -26,9 +26,12 @@ def demo_run(tmp_path_factory, script_runner):
     """run_ner.py on the bundled CoNLL set, started before this module's first test: the
     in-process tests run meanwhile, `test_demo_set_learns_through_the_script` (last) checks it."""
     directory = tmp_path_factory.mktemp("demo")
-    run = start_on_demo_data(
-        script_runner, "run_ner.py", DEMO, ("train.txt", "dev.txt", "test.txt"), directory, [
-            "--do_train", "--do_eval", "--do_predict", "--max_seq_length=24",
+    # One encoder layer: it reaches eval F1 0.97 (each type 0.95 or more) on this set.
+    model_flags = demo_model_flags(DEMO, ("train.txt", "dev.txt", "test.txt"), directory,
+                                   num_hidden_layers=1)
+    run = ScriptRun(
+        script_runner, "run_ner.py", [
+            *model_flags, "--do_train", "--do_eval", "--do_predict", "--max_seq_length=24",
             "--window_overlap=8", "--train_batch_size=16", "--eval_batch_size=32",
             "--predict_batch_size=32", "--learning_rate=5e-3", "--num_train_epochs=3",
             "--log_every_n_steps=50"])
@@ -39,8 +42,9 @@ def demo_run(tmp_path_factory, script_runner):
 
 @pytest.fixture(scope="module")
 def char_model(tmp_path_factory):
+    """One encoder layer: these runs check tagging, windows, files and errors, not depth."""
     directory = tmp_path_factory.mktemp("char_model")
-    write_tiny_model(directory, "张三李四王五在去北京上海工作开会")
+    write_tiny_model(directory, "张三李四王五在去北京上海工作开会", num_hidden_layers=1)
     return directory
 
 
