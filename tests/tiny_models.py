@@ -132,19 +132,6 @@ class ScriptRun:
             self.batch.kill()
 
 
-def start_on_demo_data(runner: ScriptRunner, script: str, data_dir: str,
-                       file_names: Iterable[str], directory: str | os.PathLike,
-                       flags: Iterable[str]) -> ScriptRun:
-    """Starts `script` with a tiny model over the words of `data_dir`'s files: --data_dir,
-    --vocab_file, --bert_config_file, --output_dir=<directory>/run and `flags`."""
-    vocab_file, config_file = write_tiny_model(directory, words_of_files(
-        os.path.join(data_dir, name) for name in file_names))
-    output_dir = os.path.join(os.fspath(directory), "run")
-    return ScriptRun(runner, script, [
-        f"--data_dir={data_dir}", f"--vocab_file={vocab_file}",
-        f"--bert_config_file={config_file}", f"--output_dir={output_dir}", *flags])
-
-
 def demo_model_flags(data_dir: str, file_names: Iterable[str], directory: str | os.PathLike,
                      **config_changes) -> list[str]:
     """Writes a tiny model over the words of `data_dir`'s files (`config_changes` on

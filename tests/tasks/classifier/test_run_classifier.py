@@ -210,7 +210,9 @@ def test_demo_task_learns_and_exports(demo_run):
     cues = [int(any(word in generator.POSITIVE for word in s.split())) for s in sentences]
     assert np.mean(rows.argmax(axis=1) == np.array(cues)) >= 0.9
 
-    # The SavedModel gives the probabilities the Keras model wrote, on the cached test records.
+    # The SavedModel gives the probabilities the Keras model wrote, on the cached test records
+    # (loading it needs the in-graph tokenizer's ops registered, as every export does).
+    import tensorflow_text  # noqa: F401
     schema = record_schemas.classifier_schema(16)
     records = [schema.decode(r.numpy()) for r in tf.data.TFRecordDataset(str(out / "predict.tf_record"))]
     assert len(records) == 200
