@@ -135,7 +135,7 @@ class EncoderTask(training.Task):
         """The same task (head, labels, losses) over a model of another config (a distillation
         teacher)."""
         task = copy.copy(self)
-        task.__dict__.pop("_bert_tf_restored_steps", None)  # the loop's steps of this model
+        task.__dict__.pop(training.RESTORED_RUNS, None)  # the loop's models of this config
         task.bert_config = bert_config
         return task
 

@@ -451,6 +451,18 @@ def _restored_run(task: Task, config: RunConfig, strategy: tf.distribute.Strateg
     return run
 
 
+# The attribute of a task holding its restored runs, by dtype (see `_restored_step`).
+RESTORED_RUNS = "_bert_tf_restored_runs"
+
+
+@dataclasses.dataclass
+class _RestoredRun:
+    """A run restored for evaluate()/predict(), and its steps by kind (`make_*_step`)."""
+    run: _Run
+    strategy: tf.distribute.Strategy
+    steps: dict[Callable, Callable] = dataclasses.field(default_factory=dict)
+
+
 def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strategy,
                    checkpoint: str | None, make_step: Callable) -> tuple[_Run, Callable]:
     """The restored run and a tf.function running `make_step(task, model)` on every replica.
@@ -462,25 +474,24 @@ def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strate
     that restores a checkpoint of the run reuses a model, as restoring overwrites every
     variable; an init_checkpoint may not (a head it lacks).
     """
-    runs = getattr(task, "__dict__", {}).setdefault("_bert_tf_restored_steps", {})
+    runs = getattr(task, "__dict__", {}).setdefault(RESTORED_RUNS, {})
     path = checkpoint or tf.train.latest_checkpoint(config.output_dir)
     cached = runs.get(config.dtype)
-    if path and cached and cached["strategy"] is strategy:
-        run = cached["run"]
-        run.config = config
-        run.restore(path)
+    if path and cached and cached.strategy is strategy:
+        cached.run.config = config
+        cached.run.restore(path)
     else:
-        run = _restored_run(task, config, strategy, checkpoint)
-        cached = runs[config.dtype] = {"run": run, "strategy": strategy, "steps": {}}
-    if make_step not in cached["steps"]:
+        cached = runs[config.dtype] = _RestoredRun(
+            _restored_run(task, config, strategy, checkpoint), strategy)
+    if make_step not in cached.steps:
         with strategy.scope():
-            step_fn = make_step(task, run.model)
+            step_fn = make_step(task, cached.run.model)
 
         @tf.function(autograph=False)
         def distributed_step(features):
             return strategy.run(step_fn, args=(features,))
-        cached["steps"][make_step] = distributed_step
-    return run, cached["steps"][make_step]
+        cached.steps[make_step] = distributed_step
+    return cached.run, cached.steps[make_step]
 
 
 def _traced_for_input(step: tf.types.experimental.PolymorphicFunction,

@@ -67,8 +67,7 @@ class _ClassifierServing(tf.Module):
                 tf.broadcast_to(tf.cast(thresholds, tf.float32), [len(labels)]),
                 trainable=False, name="thresholds")
 
-    @tf.function(autograph=False, input_signature=[
-        tf.TensorSpec([None, None], tf.int32, name=n) for n in MODEL_INPUTS])
+    @tf.function(autograph=False, input_signature=list(model_inputs_spec().values()))
     def serve_ids(self, input_ids, input_mask, segment_ids):
         return self._outputs(self.logits({"input_ids": input_ids, "input_mask": input_mask,
                                           "segment_ids": segment_ids}))
