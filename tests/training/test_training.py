@@ -1,7 +1,9 @@
 """The shared loop on a tiny pretraining model: learning, eval and predict figures, accumulation;
 variables the loss does not reach are left alone on every path of the train step."""
 
+import gc
 import math
+import types
 
 from distribute_utils import configure_two_cpus, two_cpu_strategy
 
@@ -296,3 +298,23 @@ def test_variables_without_gradient_are_left_alone(path, tmp_path):
     assert np.any(initial.unused.kernel.numpy() != 0)
     np.testing.assert_array_equal(trained.unused.kernel.numpy(), initial.unused.kernel.numpy())
     np.testing.assert_array_equal(trained.unused.bias.numpy(), initial.unused.bias.numpy())
+
+
+def test_train_frees_its_run_when_it_returns(tmp_path):
+    """train()'s input iterator, and with its frame the model and optimizer, go as it returns,
+    not at some later full garbage collection: a tf.data iterator freed by the collector can
+    block it for seconds (its autotuning thread may miss the wake-up and sleep out its period).
+    Garbage collection is off, so only what no reference cycle holds is freed."""
+    config = training.RunConfig(output_dir=str(tmp_path), train_batch_size=8, learning_rate=0.3,
+                                num_train_steps=4, log_every_n_steps=4)
+    gc.collect()
+    gc.disable()
+    try:
+        training.train(_RegressionTask(), config, _regression_input_fn)
+        alive = [type(o).__name__ for o in gc.get_objects()
+                 if isinstance(o, (tf.data.Iterator, tf.distribute.DistributedIterator))
+                 or isinstance(o, types.FrameType) and o.f_code is training.train.__code__]
+    finally:
+        gc.enable()
+    assert alive == []
+
