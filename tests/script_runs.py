@@ -25,6 +25,7 @@ The tests share one server (conftest's session fixture `script_runner`).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import json
 import os
@@ -318,6 +319,9 @@ def _serve() -> None:
     import bert_tf.tasks.pretraining.task  # noqa: F401
     import bert_tf.tasks.squad.task  # noqa: F401
 
+    # The children's full garbage collections need not walk what the imports made (it lives as
+    # long as they do); untouched by the collector, those pages also stay shared after a fork.
+    gc.freeze()
     with tempfile.TemporaryDirectory() as scratch:
         server = _Server(scratch)
         sys.stdout = sys.stderr  # nothing but replies on the pipe
