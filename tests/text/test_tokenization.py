@@ -140,13 +140,13 @@ def varied_lines() -> list[str]:
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_fast_path_equals_reference_on_varied_text(varied_lines, real_references, do_lower_case):
     """20,000 seeded lines of awkward multilingual text, against the released 30k vocab."""
-    lines = varied_lines
-    assert len(set(lines)) > 18_000
+    assert len(set(varied_lines)) > 18_000
     fast = FullTokenizer(_real_vocab(), do_lower_case)
     reference = real_references[do_lower_case]
-    fast_tokens = [fast.tokenize(line) for line in lines]
-    reference_tokens = [reference.tokenize(line) for line in lines]
-    mismatches = [line for line, a, b in zip(lines, fast_tokens, reference_tokens) if a != b]
+    fast_tokens = [fast.tokenize(line) for line in varied_lines]
+    reference_tokens = [reference.tokenize(line) for line in varied_lines]
+    mismatches = [line for line, a, b in zip(varied_lines, fast_tokens, reference_tokens)
+                  if a != b]
     assert not mismatches, mismatches[:3]
     # The text reaches the branches it is meant to: [UNK], long words, CJK, accents, sigma.
     flat = {token for tokens in fast_tokens for token in tokens}

@@ -317,4 +317,3 @@ def test_train_frees_its_run_when_it_returns(tmp_path):
     finally:
         gc.enable()
     assert alive == []
-
