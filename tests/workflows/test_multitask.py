@@ -70,6 +70,25 @@ def test_annealed_sampling_moves_from_proportional_to_alpha_0_2():
     assert first == pytest.approx(0.1) and last == pytest.approx(100**0.2 / (100**0.2 + 900**0.2))
 
 
+@pytest.mark.parametrize("name", sampling.SAMPLINGS)
+def test_schedule_takes_each_steps_task_by_the_reference_formula(name):
+    """Every step's task is the first whose cumulative p_i ∝ w_i · n_i^α(t) exceeds the step's
+    uniform draw: the formula step by step, in plain Python floats, against the vectorised
+    schedule (its only difference may be a draw within rounding of a boundary: none here)."""
+    sizes, weights, steps = [100, 300, 600, 7], [1.0, 1.0, 1.5, 3.0], 3001
+    draws = np.random.default_rng(11).random(steps)
+    expected = []
+    for t in range(steps):
+        exponent = {"proportional": 1.0, "uniform": 0.0,
+                    "annealed": 1.0 - 0.8 * t / (steps - 1)}[name]
+        scores = [w * n ** exponent for n, w in zip(sizes, weights)]
+        cumulative = np.cumsum(np.array(scores) / sum(scores))
+        expected.append(min(int((cumulative <= draws[t]).sum()), len(sizes) - 1))
+    chosen = sampling.schedule(sizes, weights, name, steps, seed=11)
+    assert chosen.dtype == np.int32
+    np.testing.assert_array_equal(chosen, expected)
+
+
 # ------------------------------------------------------------------ the tasks file
 @pytest.mark.parametrize("entries, message", [
     ([], "at least one task"),
