@@ -71,10 +71,11 @@ def test_annealed_sampling_moves_from_proportional_to_alpha_0_2():
 
 
 @pytest.mark.parametrize("name", sampling.SAMPLINGS)
-def test_schedule_takes_each_steps_task_by_the_reference_formula(name):
+def test_schedule_takes_each_steps_task_by_the_reference_formula(name, monkeypatch):
     """Every step's task is the first whose cumulative p_i ∝ w_i · n_i^α(t) exceeds the step's
     uniform draw: the formula step by step, in plain Python floats, against the vectorised
-    schedule (its only difference may be a draw within rounding of a boundary: none here)."""
+    schedule (its only difference may be a draw within rounding of a boundary: none here), in
+    one pass and in passes of 1000 steps."""
     sizes, weights, steps = [100, 300, 600, 7], [1.0, 1.0, 1.5, 3.0], 3001
     draws = np.random.default_rng(11).random(steps)
     expected = []
@@ -87,6 +88,8 @@ def test_schedule_takes_each_steps_task_by_the_reference_formula(name):
     chosen = sampling.schedule(sizes, weights, name, steps, seed=11)
     assert chosen.dtype == np.int32
     np.testing.assert_array_equal(chosen, expected)
+    monkeypatch.setattr(sampling, "SCHEDULE_CHUNK_STEPS", 1000)
+    np.testing.assert_array_equal(sampling.schedule(sizes, weights, name, steps, seed=11), expected)
 
 
 # ------------------------------------------------------------------ the tasks file

@@ -24,6 +24,8 @@ from bert_tf.errors import UserError
 
 SAMPLINGS = ("proportional", "uniform", "annealed")
 ANNEALED_FINAL_ALPHA = 0.2
+# Steps drawn per numpy pass: bounds its [steps, tasks] arrays (a few MB) for any run length.
+SCHEDULE_CHUNK_STEPS = 1 << 16
 
 
 def alpha(sampling: str, step: int | np.ndarray, num_steps: int) -> np.ndarray:
@@ -52,13 +54,18 @@ def probabilities(sizes: Sequence[int], weights: Sequence[float],
 def schedule(sizes: Sequence[int], weights: Sequence[float], sampling: str, num_steps: int,
              seed: int) -> np.ndarray:
     """The task index of every step (int32 [num_steps]): step t draws u_t ~ U[0, 1) and takes
-    the first task whose cumulative probability at t exceeds it. All steps at once, in numpy: a
-    run of a million steps draws its schedule in well under a second, at every (re)start."""
+    the first task whose cumulative probability at t exceeds it. Drawn in numpy, many steps per
+    pass: a run of a million steps draws its schedule in well under a second, at every
+    (re)start."""
     if any(n < 1 for n in sizes) or any(w <= 0 for w in weights):
         raise UserError(f"every task needs training examples and a positive weight; sizes "
                         f"{list(sizes)}, weights {list(weights)}")
     draws = np.random.default_rng(seed).random(num_steps)
-    cumulative = np.cumsum(probabilities(sizes, weights,
-                                         alpha(sampling, np.arange(num_steps), num_steps)), axis=-1)
-    chosen = (cumulative <= draws[:, None]).sum(axis=-1)  # searchsorted(side="right") per step
-    return np.minimum(chosen, len(sizes) - 1).astype(np.int32)
+    chosen = np.empty(num_steps, np.int32)
+    for start in range(0, num_steps, SCHEDULE_CHUNK_STEPS):
+        steps = np.arange(start, min(start + SCHEDULE_CHUNK_STEPS, num_steps))
+        cumulative = np.cumsum(probabilities(sizes, weights, alpha(sampling, steps, num_steps)),
+                               axis=-1)
+        taken = (cumulative <= draws[steps, None]).sum(axis=-1)  # searchsorted(side="right")
+        chosen[steps] = np.minimum(taken, len(sizes) - 1)
+    return chosen
