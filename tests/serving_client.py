@@ -73,7 +73,7 @@ def _child(jobs_path: str, output_path: str) -> None:
         os.dup2(errors, 2)
         _run_jobs(jobs_path, output_path)
         status = 0
-    except BaseException:  # noqa: B036  any failure is the child's exit status and its stderr
+    except BaseException:  # noqa: BLE001 (any failure: a traceback in its stderr file, status 1)
         traceback.print_exc()
     finally:
         sys.stdout.flush()
