@@ -88,7 +88,7 @@ def _serve() -> None:
     import tensorflow_text  # noqa: F401  registers the tokenizer ops
 
     assert not any(name.startswith("bert_tf") for name in sys.modules)
-    gc.freeze()
+    gc.freeze()  # the children's collections skip the imported heap; its pages stay shared
     for line in sys.stdin:
         assert threading.active_count() == 1, "a thread would not survive the fork"
         jobs_path, output_path = json.loads(line)

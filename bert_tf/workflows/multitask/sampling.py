@@ -63,9 +63,9 @@ def schedule(sizes: Sequence[int], weights: Sequence[float], sampling: str, num_
     draws = np.random.default_rng(seed).random(num_steps)
     chosen = np.empty(num_steps, np.int32)
     for start in range(0, num_steps, SCHEDULE_CHUNK_STEPS):
-        steps = np.arange(start, min(start + SCHEDULE_CHUNK_STEPS, num_steps))
-        cumulative = np.cumsum(probabilities(sizes, weights, alpha(sampling, steps, num_steps)),
-                               axis=-1)
-        taken = (cumulative <= draws[steps, None]).sum(axis=-1)  # searchsorted(side="right")
-        chosen[steps] = np.minimum(taken, len(sizes) - 1)
+        stop = min(start + SCHEDULE_CHUNK_STEPS, num_steps)
+        exponents = alpha(sampling, np.arange(start, stop), num_steps)
+        cumulative = np.cumsum(probabilities(sizes, weights, exponents), axis=-1)
+        taken = (cumulative <= draws[start:stop, None]).sum(axis=-1)  # searchsorted(side="right")
+        chosen[start:stop] = np.minimum(taken, len(sizes) - 1)
     return chosen
