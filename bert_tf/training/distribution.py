@@ -12,7 +12,10 @@ Strategies (all through tf.distribute; the loop is the same code under each):
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
+from typing import Callable
 
 import tensorflow as tf
 from absl import logging
@@ -161,13 +164,50 @@ def cpu_has_bfloat16_matrix_units(flags: frozenset[str] | None = None) -> bool:
 
 def cpu_has_bfloat16_instructions(flags: frozenset[str] | None = None) -> bool:
     """Whether this CPU (or one with `flags`) computes bfloat16 products in hardware
-    (AVX512-BF16 or AMX-BF16); without either oneDNN emulates them, slower than float32.
-
-    AVX512-BF16 alone pays on some CPUs and not on others (`benchmarks/training_throughput.py`:
-    1.43-1.58x float32 on an AMD EPYC Zen 4, 0.60-0.67x on an earlier AVX-512 machine).
-    """
+    (AVX512-BF16 or AMX-BF16); without either oneDNN emulates them."""
     flags = cpu_flags() if flags is None else flags
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+# (rows, in, out) of the product `bfloat16_matmul_speedup` times: BERT-base's feed-forward on
+# 512 tokens, large enough for the encoder's own oneDNN kernel, a few milliseconds to run.
+PROBE_PRODUCT = (512, 768, 3072)
+
+
+def matmul_probe(dtype: tf.DType) -> Callable[[], tf.Tensor]:
+    """A traced `x @ kernel + bias` of `PROBE_PRODUCT`'s shape in `dtype` on the CPU (the fused
+    matmul the encoder's dense layers run), already run once; each call returns the float32 sum
+    of its output, which waits for the product."""
+    rows, width, units = PROBE_PRODUCT
+    with tf.device("/CPU:0"):
+        x, kernel, bias = (tf.cast(tf.random.stateless_normal(shape, seed=[0, seed]), dtype)
+                           for seed, shape in enumerate(([rows, width], [width, units], [units])))
+
+    @tf.function
+    def product() -> tf.Tensor:
+        with tf.device("/CPU:0"):
+            return tf.reduce_sum(tf.cast(tf.nn.bias_add(tf.matmul(x, kernel), bias), tf.float32))
+
+    product()  # traces, and creates oneDNN's kernel outside the timing
+    return product
+
+
+def bfloat16_matmul_speedup(repeats: int = 3,
+                            clock: Callable[[], float] = time.perf_counter) -> float:
+    """How many times faster this host's CPU runs `matmul_probe` in bfloat16 than in float32,
+    measured now: each dtype's best of `repeats` runs, the two taking turns (< 1: slower).
+
+    Flags cannot tell: with AVX512-BF16 and no AMX, bfloat16 products ran at 1.8× float32 on
+    an AMD EPYC Zen 4 and at 0.5× on an Intel Xeon (docs/training.md, "Speed").
+    """
+    probes = {dtype: matmul_probe(dtype) for dtype in (tf.float32, tf.bfloat16)}
+    best = dict.fromkeys(probes, math.inf)
+    for _ in range(repeats):
+        for dtype, probe in probes.items():
+            started = clock()
+            probe().numpy()
+            best[dtype] = min(best[dtype], clock() - started)
+    return best[tf.float32] / best[tf.bfloat16]
 
 
 def preferred_dtype(tpu: bool, gpu_compute_capabilities: list[tuple[int, int]],
@@ -187,7 +227,7 @@ def preferred_dtype(tpu: bool, gpu_compute_capabilities: list[tuple[int, int]],
     if cpu_has_bfloat16_matrix_units(flags):
         return "bfloat16", "a CPU with AMX-BF16 matrix units"
     return "float32", ("a CPU without AMX-BF16 matrix units (bfloat16 gains less there, "
-                       "or nothing)")
+                       "nothing, or loses)")
 
 
 def resolve_dtype(dtype: str, use_tpu: bool = False) -> str:
@@ -205,17 +245,25 @@ def resolve_dtype(dtype: str, use_tpu: bool = False) -> str:
 def speed_warnings(strategy: tf.distribute.Strategy, dtype: str, use_xla: bool) -> list[str]:
     """Settings that cannot make this run faster on the devices at hand, each said in one line.
 
-    On CPUs: bfloat16 without bfloat16 instructions is emulated, slower than float32 (and
-    float32 on AMX tiles slower than bfloat16), and XLA needs static shapes, so the encoder then
-    computes the padding positions it otherwise skips.
+    On CPUs: bfloat16 where this CPU's bfloat16 products are slower than its float32 ones
+    (measured by `bfloat16_matmul_speedup` on a CPU without AMX tiles), float32 on AMX tiles
+    (slower than bfloat16), and XLA, which needs static shapes, so the encoder then computes the
+    padding positions it otherwise skips.
     """
     accelerators = tf.config.list_logical_devices("GPU") + tf.config.list_logical_devices("TPU")
     if accelerators or isinstance(strategy, tf.distribute.TPUStrategy):
         return []
     warnings = []
-    if dtype == "bfloat16" and not cpu_has_bfloat16_instructions():
-        warnings.append("--dtype=bfloat16 on a CPU without bfloat16 instructions (AVX512-BF16 or "
-                        "AMX-BF16) is emulated, slower than float32 here; use --dtype=float32")
+    if dtype == "bfloat16" and not cpu_has_bfloat16_matrix_units():
+        speedup = bfloat16_matmul_speedup()
+        if speedup < 1:
+            how = ("with AVX512-BF16 instructions" if cpu_has_bfloat16_instructions()
+                   else "emulated: no AVX512-BF16 or AMX-BF16 instructions")
+            rows, width, units = PROBE_PRODUCT
+            warnings.append(
+                f"--dtype=bfloat16: this CPU multiplies in bfloat16 ({how}) at {speedup:.2f}x "
+                f"its float32 speed, measured now on a [{rows},{width}]x[{width},{units}] "
+                "product; use --dtype=float32")
     if dtype == "float32" and cpu_has_bfloat16_matrix_units():
         warnings.append("--dtype=float32 on a CPU with AMX-BF16 matrix units: --dtype=bfloat16 "
                         "(or --dtype=auto) runs the matrix products on them, several times "

@@ -97,22 +97,72 @@ def test_gradient_accumulation_gives_the_full_batch_update(train_file, one_devic
                      one_device)
 
 
-@pytest.mark.parametrize("flags, bfloat16_warned", [
-    ({"avx2", "fma"}, True),  # bfloat16 emulated
-    ({"avx512f", "avx512_vnni"}, True),  # AVX-512 without bfloat16 instructions (Cascade Lake)
-    ({"avx512f", "avx512_bf16"}, False),  # AVX512-BF16 (Zen 4): faster on some CPUs
-    ({"avx512_bf16", "amx_bf16", "amx_tile"}, False),  # AMX (Sapphire Rapids)
+@pytest.mark.parametrize("flags, speedup, warned", [
+    ({"avx2", "fma"}, 0.4, "emulated"),  # no bfloat16 instructions
+    ({"avx512f", "avx512_bf16"}, 0.5, "with AVX512-BF16"),  # Intel Xeon without AMX
+    ({"avx512f", "avx512_bf16"}, 1.8, None),  # AMD EPYC Zen 4
+    ({"avx512_bf16", "amx_bf16", "amx_tile"}, None, None),  # AMX: nothing to measure
 ])
 def test_speed_warnings_name_the_settings_that_cannot_help_on_this_cpu(monkeypatch, flags,
-                                                                       bfloat16_warned):
+                                                                       speedup, warned):
+    """bfloat16 is warned about where this CPU's measured bfloat16 products are slower than
+    float32's, whatever its flags; AMX tiles are not measured."""
     strategy = tf.distribute.get_strategy()
     monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset(flags))
+    measured = []
+
+    def measure():
+        assert speedup is not None, "measured bfloat16 on a CPU with AMX tiles"
+        measured.append(speedup)
+        return speedup
+
+    monkeypatch.setattr(distribution, "bfloat16_matmul_speedup", measure)
     warnings = distribution.speed_warnings(strategy, "bfloat16", use_xla=True)
     assert [w.split()[0] for w in warnings] == (
-        ["--dtype=bfloat16", "--use_xla"] if bfloat16_warned else ["--use_xla"])
+        ["--dtype=bfloat16:", "--use_xla"] if warned else ["--use_xla"])
+    if warned:
+        assert f"({warned}" in warnings[0] and f"at {speedup:.2f}x its float32" in warnings[0]
     assert distribution.speed_warnings(strategy, "bfloat16", use_xla=False) == warnings[:-1]
     float32 = distribution.speed_warnings(strategy, "float32", use_xla=False)
     assert [w.split()[0] for w in float32] == (["--dtype=float32"] if "amx_bf16" in flags else [])
+    assert measured == ([] if speedup is None else [speedup, speedup])  # bfloat16 runs only
+
+
+def test_bfloat16_matmul_speedup_is_float32s_best_time_over_bfloat16s(monkeypatch):
+    """Each dtype's fastest run counts (a first slow run, a busy moment, is not the CPU)."""
+    now = [0.0]
+    costs = {tf.float32: [0.030, 0.008, 0.009], tf.bfloat16: [0.016, 0.020, 0.017]}
+
+    class FakeProbe:
+        def __init__(self, dtype):
+            self.costs = iter(costs[dtype])
+
+        def __call__(self):
+            now[0] += next(self.costs)
+            return tf.constant(0.0)
+
+    monkeypatch.setattr(distribution, "matmul_probe", FakeProbe)
+    assert distribution.bfloat16_matmul_speedup(repeats=3, clock=lambda: now[0]) == \
+        pytest.approx(0.008 / 0.016)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_matmul_probe_runs_the_encoders_product_in_its_dtype(dtype):
+    """The probe is one dense layer's x @ kernel + bias in `dtype`, and sums its output."""
+    probe = distribution.matmul_probe(dtype)
+    graph = probe.get_concrete_function().graph
+    [matmul] = [op for op in graph.get_operations() if op.type == "MatMul"]
+    assert matmul.get_attr("T") == dtype
+    assert [op.type for op in graph.get_operations() if op.type == "BiasAdd"] == ["BiasAdd"]
+    rows, width, units = distribution.PROBE_PRODUCT
+    assert matmul.outputs[0].shape == (rows, units) and matmul.inputs[1].shape == (width, units)
+    x, kernel, bias = (tf.cast(tf.random.stateless_normal(shape, seed=[0, seed]), dtype).numpy()
+                       .astype(np.float64)
+                       for seed, shape in enumerate(([rows, width], [width, units], [units])))
+    products = x @ kernel + bias
+    # Each output rounded to the dtype's unit roundoff before the sum: within a few of those.
+    tolerance = 4 * np.finfo(np.float32).eps if dtype == tf.float32 else 2.0 ** -8
+    assert abs(probe().numpy() - products.sum()) <= tolerance * np.abs(products).sum()
 
 
 def test_the_private_coordination_api_is_still_there():
