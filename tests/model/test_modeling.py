@@ -254,6 +254,31 @@ def test_non_gelu_activation_is_used(tiny_config):
     assert np.abs(diff.numpy()).max() > 1e-3
 
 
+def test_skipping_padding_gives_the_gradients_of_computing_it(tiny_config):
+    """Padding skipped (`TokenLayout.pad` gathers the rows onto the [B,S] grid, its gradient
+    gathers them back) against padding computed, on a loss over the real positions and [CLS]."""
+    encoder = BertEncoder(tiny_config)
+    _randomise(encoder)
+    features = _features(tiny_config, lengths=[13, 3, 5, 12, 2, 9, 7])
+    real = tf.cast(features["input_mask"], tf.float32)[:, :, tf.newaxis]  # [B,S,1]
+    weights = tf.constant(np.random.default_rng(5).normal(size=[tiny_config.hidden_size]),
+                          tf.float32)
+
+    def gradients(compute_padding):
+        with tf.GradientTape() as tape:
+            outputs = encoder(features, compute_padding=compute_padding)
+            loss = (tf.reduce_sum(tf.tanh(outputs["sequence_output"]) * real * weights)
+                    + tf.reduce_sum(outputs["pooled_output"] * weights))
+        return [tf.convert_to_tensor(g).numpy()
+                for g in tape.gradient(loss, encoder.trainable_variables)]
+
+    skipped, computed = gradients(False), gradients(True)
+    scale = max(np.abs(g).max() for g in computed)
+    for variable, got, want in zip(encoder.trainable_variables, skipped, computed):
+        np.testing.assert_allclose(got, want, atol=1e-5 * scale, err_msg=variable.path)
+    assert np.abs(computed[0]).max() > 0  # the word embeddings: reached through every block
+
+
 def test_padding_tokens_do_not_change_real_outputs(tiny_config):
     encoder = BertEncoder(tiny_config)
     features = _features(tiny_config, lengths=[13, 3, 5, 12, 2, 9, 7])
