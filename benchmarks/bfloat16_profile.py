@@ -14,7 +14,18 @@ is used, `baseline_encoder.py`; "." is the working tree) and each dtype, under `
 Prints the machine line (CPU model, ISA flags: avx512_bf16, amx_*), then per run one line
 {"revision", "dtype", "mode", "wall_ms_per_step", "op_ms_per_step", "classes": {class: share},
 "top_ops": [[op, ms per step], ...]}. Op times are summed over every op event of TensorFlow's
-compute threads (CPU time of the ops, not wall time). The classes (`OP_CLASSES`) group op types:
+compute threads (each op's duration: ops running side by side, as in training, wait for the
+cores inside their events).
+
+With both dtypes, per mode and revision one more line estimates what a CPU whose bfloat16
+products run at --products_speedup × float32's (AMX: 4.5×, the matmul peaks of a 2-core
+Sapphire Rapids Xeon) would give, by Amdahl's law: {"benchmark": "bfloat16_estimate",
+"estimated_speedup": float32 op time / (bfloat16's op time outside the dense products +
+float32's dense products / products_speedup), "with_the_rest_as_float32": the same with
+float32's time outside the dense products}. The dense products are `DENSE_PRODUCTS` (oneDNN's
+MatMul kernels, bias and GELU fused in; not the attention's batch matmuls). An estimate from
+this machine's op times, for the machine at hand to be checked against: on a CPU of the AMX
+generation with its tiles hidden, every op but the products runs as it would with them. The classes (`OP_CLASSES`) group op types:
 matmul (every MatMul/BatchMatMul/Einsum-as-matmul and oneDNN's fused forms, GELU and bias fused
 in), cast, layer_norm (moments and the normalization), softmax, elementwise, dropout (random
 numbers and the mask), gather/scatter (embeddings, padding removal), layout (transposes and
@@ -68,6 +79,25 @@ OP_CLASSES = [
                      "BiasAdd", "BiasAddGrad", "Sum", "AddN", "_MklAddN", "Relu", "Gelu",
                      "_MklFusedMish", "Reciprocal", "Sign", "SquaredDifference")),
 ]
+
+
+# The dense layers' products, which matrix units speed up (op types, exact).
+DENSE_PRODUCTS = ("MatMul", "_MklMatMul", "_FusedMatMul", "_MklFusedMatMul",
+                  "_MklNativeMatMul", "_MklNativeFusedMatMul")
+
+
+def amdahl_estimate(float32_ops: dict[str, float], bfloat16_ops: dict[str, float],
+                    products_speedup: float) -> dict[str, float]:
+    """float32 / bfloat16 step time where the dense products run `products_speedup` × float32's
+    and every other op takes what it took here (op times per step, any unit)."""
+    def dense(ops: dict[str, float]) -> float:
+        return sum(t for op, t in ops.items() if op in DENSE_PRODUCTS)
+
+    float32_total, products = sum(float32_ops.values()), dense(float32_ops) / products_speedup
+    bfloat16_rest = sum(bfloat16_ops.values()) - dense(bfloat16_ops)
+    return {"estimated_speedup": round(float32_total / (bfloat16_rest + products), 2),
+            "with_the_rest_as_float32": round(
+                float32_total / (float32_total - dense(float32_ops) + products), 2)}
 
 
 def op_class(op_type: str) -> str:
@@ -134,17 +164,21 @@ def main() -> None:
     parser.add_argument("--training_batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=2, help="profiled steps (after 1 warm-up)")
     parser.add_argument("--top", type=int, default=12, help="op types listed per run")
+    parser.add_argument("--products_speedup", type=float, default=4.5,
+                        help="bfloat16 dense products' speed over float32's for the estimate")
     args = parser.parse_args()
     print(json.dumps({"benchmark": "bfloat16_profile_machine", **machine_info(tf)}), flush=True)
     encoders = {r: None if r == "." else baseline_encoder.encoder_at(r)
                 for r in args.revisions.split(",")}
     for mode in args.modes.split(","):
         batch = args.inference_batch if mode == "inference" else args.training_batch
+        op_times_of = {}  # (dtype, revision) → {op type: µs}
         for dtype in args.dtypes.split(","):
             for revision, module in encoders.items():
                 with baseline_encoder.using_encoder(module):
                     run = build_runner(mode, dtype, batch)
                 wall, totals = profile(run, args.steps)
+                op_times_of[dtype, revision] = totals
                 total = sum(totals.values())
                 classes = collections.defaultdict(float)
                 for op, us in totals.items():
@@ -158,6 +192,14 @@ def main() -> None:
                     "top_ops": [[op, round(us / 1e3 / args.steps, 1)] for op, us in
                                 sorted(totals.items(), key=lambda kv: -kv[1])[:args.top]],
                     "load_average_1min": os.getloadavg()[0]}), flush=True)
+        for revision in encoders:
+            if ("float32", revision) in op_times_of and ("bfloat16", revision) in op_times_of:
+                print(json.dumps({
+                    "benchmark": "bfloat16_estimate", "revision": revision, "mode": mode,
+                    "batch_size": batch, "products_speedup": args.products_speedup,
+                    **amdahl_estimate(op_times_of["float32", revision],
+                                      op_times_of["bfloat16", revision],
+                                      args.products_speedup)}), flush=True)
 
 
 if __name__ == "__main__":
