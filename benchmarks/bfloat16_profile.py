@@ -24,12 +24,14 @@ Sapphire Rapids Xeon) would give, by Amdahl's law: {"benchmark": "bfloat16_estim
 float32's dense products / products_speedup), "with_the_rest_as_float32": the same with
 float32's time outside the dense products}. The dense products are `DENSE_PRODUCTS` (oneDNN's
 MatMul kernels, bias and GELU fused in; not the attention's batch matmuls). An estimate from
-this machine's op times, for the machine at hand to be checked against: on a CPU of the AMX
-generation with its tiles hidden, every op but the products runs as it would with them. The classes (`OP_CLASSES`) group op types:
-matmul (every MatMul/BatchMatMul/Einsum-as-matmul and oneDNN's fused forms, GELU and bias fused
-in), cast, layer_norm (moments and the normalization), softmax, elementwise, dropout (random
-numbers and the mask), gather/scatter (embeddings, padding removal), layout (transposes and
-reshapes), optimizer (the update and the gradient norm), other.
+this machine's op times, to be checked on a CPU with matrix units: on one of the AMX
+generation with its tiles hidden, every op but the products runs as it would with them.
+
+The classes (`OP_CLASSES`) group op types: matmul (every MatMul/BatchMatMul/Einsum-as-matmul
+and oneDNN's fused forms, GELU and bias fused in), cast, layer_norm (moments and the
+normalization), softmax, elementwise, dropout (random numbers and the mask), gather/scatter
+(embeddings, padding removal), layout (transposes and reshapes), optimizer (the update and the
+gradient norm), other.
 """
 
 from __future__ import annotations
