@@ -268,7 +268,8 @@ def _pad_rows(rows: tf.Tensor, source_row: tf.Tensor, token_index: tf.Tensor):
     on the CPU (BERT-base's [4096,768]). The gradient gathers the kept rows back
     (`token_index` [T,1]: each row's position), as scatter_nd's does.
     """
-    padded = tf.gather(tf.concat([rows, tf.zeros_like(rows[:1])], 0), source_row)
+    zero_row = tf.zeros([1, rows.shape[-1]], rows.dtype)  # a constant: the width is static
+    padded = tf.gather(tf.concat([rows, zero_row], 0), source_row)
 
     def gradient(upstream: tf.Tensor) -> tuple[tf.Tensor, None, None]:
         return tf.gather_nd(upstream, token_index), None, None
