@@ -7,6 +7,7 @@ extract_features.py reads the same checkpoint, its config found beside it."""
 import json
 import os
 
+import keras
 import numpy as np
 import pytest
 
@@ -15,6 +16,7 @@ from bert_tf.checkpoints.model_config import load_model_config
 from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.electra.modeling import ElectraPretrainingModel
 from bert_tf.serving import predict
+from bert_tf.training import loop as training
 from pretraining_records import TINY_CONFIG
 from tiny_models import REPO, ScriptRun, read_results, words_of_files, write_tiny_model
 
@@ -25,7 +27,9 @@ DEMO = os.path.join(REPO, "demo", "data", "classification")
 def electra_dir(tmp_path_factory):
     """vocab.txt over the demo set's words; a random ELECTRA pretraining model (E 16 → H 32,
     one layer: the cue words need no depth; a generator half as wide) exported under google's
-    names."""
+    names. Seeded: unseeded, the fine-tune's dev accuracy moved between 0.86 and 1.0 from one
+    initialisation to the next, and now and then fell under the 0.8 asserted below."""
+    keras.utils.set_random_seed(training.RunConfig.seed)
     directory = tmp_path_factory.mktemp("electra_model")
     vocab_file, bert_config_file = write_tiny_model(
         directory, words_of_files([os.path.join(DEMO, n) for n in ("train.tsv", "dev.tsv",
