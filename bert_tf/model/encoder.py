@@ -166,7 +166,8 @@ class LayerNorm(keras.layers.Layer):
         x = tf.cast(x, tf.float32)
         # (x - mean) · (gamma / sqrt(variance + ε)) + beta, the centered rows computed once:
         # tf.nn.batch_normalization's x·inv + (beta - mean·inv) makes three [T,H] products of
-        # its [T,1] statistics and [H] scale, 30% slower on BERT-base's [4096,768].
+        # its [T,1] statistics and [H] scale: 1.36× this forward's time on BERT-base's
+        # [4096,768] (benchmarks/encoder_ops.py).
         centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
         variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
         scale = tf.math.rsqrt(variance + LAYER_NORM_EPSILON) * tf.cast(self.gamma, tf.float32)
@@ -264,8 +265,8 @@ class TokenLayout:
 def _pad_rows(rows: tf.Tensor, source_row: tf.Tensor, token_index: tf.Tensor):
     """rows [T,C] → [B*S,C]: row `source_row[p]` at each position p, zeros where it is T.
 
-    A gather from the rows and one zero row: scatter_nd gives the same result 2.2-2.8× slower
-    on the CPU (BERT-base's [4096,768]). The gradient gathers the kept rows back
+    A gather from the rows and one zero row: scatter_nd gives the same result 2.0-2.7× slower
+    on the CPU (BERT-base's [4096,768]; benchmarks/encoder_ops.py). The gradient gathers the kept rows back
     (`token_index` [T,1]: each row's position), as scatter_nd's does.
     """
     zero_row = tf.zeros([1, rows.shape[-1]], rows.dtype)  # a constant: the width is static
