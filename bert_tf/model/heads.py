@@ -26,7 +26,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model.config import BertConfig
-from bert_tf.model.encoder import Dense, LayerNorm, get_activation
+from bert_tf.model.encoder import Dense, Dropout, LayerNorm, get_activation
 
 # The original's classifier and SQuAD heads use this stddev and dropout whatever the config says.
 FINE_TUNING_INITIALIZER_RANGE = 0.02
@@ -103,7 +103,7 @@ class Classifier(_OutputWeights):
                  **kwargs):
         super().__init__(input_size or config.hidden_size, num_labels,
                          FINE_TUNING_INITIALIZER_RANGE, **kwargs)
-        self.dropout = keras.layers.Dropout(CLASSIFIER_DROPOUT, dtype=self.dtype_policy)
+        self.dropout = Dropout(CLASSIFIER_DROPOUT, dtype=self.dtype_policy)
 
     def call(self, pooled_output: tf.Tensor, training=False) -> tf.Tensor:
         return self._logits(self.dropout(pooled_output, training=training))

@@ -355,6 +355,29 @@ def test_dropout_only_in_training(tiny_config):
     assert np.abs(a.numpy() - c.numpy()).max() > 1e-3
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_dropout_drops_the_units_float32_drops_in_every_dtype(dtype):
+    """From the same seed, the encoder's Dropout drops the same units of a bfloat16 (float16)
+    input as of a float32 one, whose draws are Keras's own; the kept values are the input times
+    1/(1 - rate) in its dtype, and each call draws a new mask."""
+    rate, rows = 0.3, 64 * 96
+    x = tf.constant(np.random.default_rng(0).uniform(0.5, 1.5, (64, 96)), tf.float32)
+
+    def two_calls(layer, inputs):
+        return [layer(inputs, training=True).numpy().astype(np.float32) for _ in range(2)]
+
+    keras_float32 = two_calls(keras.layers.Dropout(rate, seed=7), x)
+    float32 = two_calls(encoder_lib.Dropout(rate, seed=7), x)
+    half = two_calls(encoder_lib.Dropout(rate, seed=7, dtype=f"mixed_{dtype}"), tf.cast(x, dtype))
+    scaled = (tf.cast(x, dtype) * tf.constant(1 / (1 - rate), dtype)).numpy().astype(np.float32)
+    for want, ours, got in zip(keras_float32, float32, half):
+        np.testing.assert_array_equal(ours, want)
+        np.testing.assert_array_equal(got == 0, want == 0)
+        np.testing.assert_array_equal(got[got != 0], scaled[got != 0])
+        assert abs((got == 0).mean() - rate) <= 5 * np.sqrt(rate * (1 - rate) / rows)
+    assert (half[0] == 0).tolist() != (half[1] == 0).tolist()
+
+
 def test_jit_compile_gives_the_same_outputs(tiny_config):
     encoder = BertEncoder(tiny_config)
     features = _features(tiny_config)
