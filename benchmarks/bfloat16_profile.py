@@ -29,10 +29,11 @@ Sapphire Rapids Xeon) would give, by Amdahl's law: {"benchmark": "bfloat16_estim
 "estimated_speedup": float32 op time / (bfloat16's op time outside the dense products +
 float32's dense products / products_speedup), "with_the_rest_as_float32": the same with
 float32's time outside the dense products, "from_wall_time": the same from the wall times,
-whose time outside the op events (the executor, Python) stays as it is}. The dense products are `DENSE_PRODUCTS` (oneDNN's
-MatMul kernels, bias and GELU fused in; not the attention's batch matmuls). An estimate from
-this machine's op times, to be checked on a CPU with matrix units: on one of the AMX
-generation with its tiles hidden, every op but the products runs as it would with them.
+whose time outside the op events (the executor, Python) stays as it is}. The dense products
+are `DENSE_PRODUCTS` (oneDNN's MatMul kernels, bias and GELU fused in; not the attention's
+batch matmuls). An estimate from this machine's op times, to be checked on a CPU with matrix
+units: on one of the AMX generation with its tiles hidden, every op but the products runs as it
+would with them.
 
 The classes (`OP_CLASSES`) group op types: matmul (every MatMul/BatchMatMul/Einsum-as-matmul
 and oneDNN's fused forms, GELU and bias fused in), cast, layer_norm (moments and the
