@@ -34,11 +34,12 @@ the encoder is constructed (no dummy call needed).
 
 Mixed precision: under a Keras dtype policy such as "mixed_bfloat16", the products run in the
 compute dtype (Q/K/V, attention context and output, feed-forward with GELU, pooler; their
-dropout) while variables stay float32; the residual stream stays float32 (the embedding sum, the
-residual sums, LayerNorm, which every product's input is cast down from once), and so do the
-attention scores and softmax (docs/modeling.md, "Mixed precision", says what each costs and
-saves); the dense layers' bias gradients sum the batch's rows in float32 (`bias_add`).
-`sequence_output` and `encoder_outputs` are float32, `pooled_output` is in the compute dtype.
+dropout, whose mask `Dropout` draws in float32) while variables stay float32; the residual
+stream stays float32 (the embedding sum, the residual sums, LayerNorm, which every product's
+input is cast down from once), and so do the attention scores and softmax (docs/modeling.md,
+"Mixed precision", says what each costs and saves); the dense layers' bias gradients sum the
+batch's rows in float32 (`bias_add`). `sequence_output` and `encoder_outputs` are float32,
+`pooled_output` is in the compute dtype.
 Under the pure "bfloat16" policy (the bfloat16 exports) the variables are bfloat16 too.
 """
 
