@@ -288,8 +288,8 @@ def _pad_rows(rows: tf.Tensor, source_row: tf.Tensor, token_index: tf.Tensor):
     """rows [T,C] → [B*S,C]: row `source_row[p]` at each position p, zeros where it is T.
 
     A gather from the rows and one zero row: scatter_nd gives the same result 2.0-2.7× slower
-    on the CPU (BERT-base's [4096,768]; benchmarks/encoder_ops.py). The gradient gathers the kept rows back
-    (`token_index` [T,1]: each row's position), as scatter_nd's does.
+    on the CPU (BERT-base's [4096,768]; benchmarks/encoder_ops.py). The gradient gathers the
+    kept rows back (`token_index` [T,1]: each row's position), as scatter_nd's does.
     """
     zero_row = tf.zeros([1, rows.shape[-1]], rows.dtype)  # a constant: the width is static
     padded = tf.gather(tf.concat([rows, zero_row], 0), source_row)
