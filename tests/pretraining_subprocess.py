@@ -5,7 +5,10 @@
       <run_pretraining flags>
 
 --kill_at_checkpoint=N: SIGKILL (no clean-up of any kind) when the loop is about to write
-checkpoint N: the steps since the previous checkpoint are lost, as when a machine dies.
+checkpoint N: the steps since the previous checkpoint are lost, as when a machine dies. A
+non-chief worker (its checkpoints go to a scratch directory) first waits until --output_dir names
+the chief's checkpoint N: the chief is then past the step's collectives, which would otherwise
+still be pulling the last buffers from this worker.
 --kill_while_saving=N: SIGKILL in the middle of checkpoint N's save, its files written but not
 yet named in output_dir/checkpoint.
 
@@ -17,6 +20,7 @@ same signal again as the preemption checkpoint is written (see preemption_signal
 import os
 import signal
 import sys
+import time
 
 import tensorflow as tf
 
@@ -25,11 +29,22 @@ import run_pretraining  # noqa: E402
 import preemption_signals  # noqa: E402
 
 
-def _kill_at(checkpoint_number: int) -> None:
+def _wait_for_checkpoint(output_dir: str, checkpoint_number: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        latest = tf.train.latest_checkpoint(output_dir)
+        if latest and latest.endswith(f"-{checkpoint_number}"):
+            return
+        time.sleep(0.05)
+
+
+def _kill_at(checkpoint_number: int, output_dir: str) -> None:
     save = tf.train.CheckpointManager.save
 
     def save_or_die(self, *args, **kwargs):
         if kwargs.get("checkpoint_number", args[0] if args else None) == checkpoint_number:
+            if os.path.abspath(self.directory) != os.path.abspath(output_dir):
+                _wait_for_checkpoint(output_dir, checkpoint_number)
             os.kill(os.getpid(), signal.SIGKILL)
         return save(self, *args, **kwargs)
     tf.train.CheckpointManager.save = save_or_die
@@ -62,7 +77,8 @@ if __name__ == "__main__":
     signal_at = _take(argv, "signal_at_micro_batch")
     number = getattr(signal, _take(argv, "signal") or "SIGTERM")
     if kill_at:
-        _kill_at(int(kill_at))
+        output_dir = next(arg.split("=", 1)[1] for arg in argv if arg.startswith("--output_dir="))
+        _kill_at(int(kill_at), output_dir)
     if kill_while:
         _kill_while_saving(int(kill_while))
     if signal_at:
