@@ -66,6 +66,13 @@ def resolve_checkpoint(path: str | os.PathLike) -> tuple[str, str]:
     return (KIND_BERT_TF if _OBJECT_GRAPH_KEY in names else KIND_TF1), prefix
 
 
+def holds_bert_tf_checkpoint(directory: str) -> bool:
+    """Whether `directory` is a bert_tf run directory: its latest checkpoint is object-based."""
+    prefix = tf.train.latest_checkpoint(directory) if filesystem.isdir(directory) else None
+    return bool(prefix) and _OBJECT_GRAPH_KEY in checkpoint_reader(
+        prefix).get_variable_to_shape_map()
+
+
 def checkpoint_reader(prefix: str):
     """The reader of the checkpoint at `prefix` (tf.train.load_checkpoint would look for a
     `checkpoint` state file under a prefix that the file system calls a directory)."""

@@ -40,7 +40,7 @@ from bert_tf.model import heads, models
 from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.albert.modeling import build_encoder
-from bert_tf.model.config import HF_ACTIVATIONS, BertConfig
+from bert_tf.model.config import HF_ACTIVATIONS, BertConfig, name_of_activation
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 TOKENIZER_JSON_FILE = "tokenizer.json"
@@ -50,8 +50,6 @@ CRF_FILE = "crf_transitions.json"
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 # --export_hf_dtype → (safetensors dtype, TensorFlow dtype the float32 weights are rounded to).
 DTYPES = {"float32": ("F32", tf.float32), "bfloat16": ("BF16", tf.bfloat16)}
-# Our hidden_act → transformers' name of the same function (the first of HF_ACTIVATIONS).
-_HF_ACTIVATION_NAMES = {ours: theirs for theirs, ours in reversed(HF_ACTIVATIONS.items())}
 # bert-export-hf --head → the model's head attribute (model/heads.py); "encoder": none.
 HEADS = {"pretraining": "masked_lm", "classifier": "classifier", "tagger": "token_classifier",
          "squad": "span", "encoder": None}
@@ -139,7 +137,8 @@ def hf_config(model, head: HeadLabels = HeadLabels(), dtype: str = "float32") ->
     values = {"model_type": "albert" if isinstance(config, AlbertConfig) else "bert",
               "architectures": [architecture(model)], "dtype": dtype,
               **{key: value for key, value in config.to_dict().items() if key != "hidden_act"},
-              "hidden_act": _HF_ACTIVATION_NAMES[config.hidden_act], "layer_norm_eps": 1e-12,
+              "hidden_act": name_of_activation(HF_ACTIVATIONS, config.activation),
+              "layer_norm_eps": 1e-12,
               "position_embedding_type": "absolute", "pad_token_id": 0}
     for key in ("net_structure_type", "gap_size", "down_scale_factor", "num_memory_blocks"):
         values.pop(key, None)  # google-research/albert's options at their only value

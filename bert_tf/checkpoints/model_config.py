@@ -13,6 +13,10 @@ A Hugging Face config.json given as --bert_config_file is translated the same wa
 from a bert_config.json by the keys transformers writes into every config (`model_type`,
 `transformers_version`), which Google's and bert_tf's files never hold.
 
+An ELECTRA config's "gelu" is google-research/electra's, the erf form; bert_tf writes that function
+as "gelu_exact". A bare "gelu" in a bert_tf run directory (or the google_checkpoint/ it exports)
+was written before that and means the tanh form it was trained with (`legacy_electra_gelu`).
+
 A fine-tuning run that predicts from its own `--output_dir` finds the config that run wrote there.
 Checkpoint and config that disagree on shapes stop when the weights load
 (`checkpoints.shape_mismatch_message`).
@@ -25,10 +29,14 @@ import re
 from typing import Sequence
 
 from bert_tf import filesystem
+from absl import logging
+
 from bert_tf.checkpoints import hf_weights
+from bert_tf.checkpoints.files import holds_bert_tf_checkpoint
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.albert import config as albert_config
 from bert_tf.model.electra import config as electra_config
+from bert_tf.model import config as config_lib
 from bert_tf.model.config import BertConfig, read_config_json
 
 BERT_CONFIG_FILE = "bert_config.json"
@@ -67,11 +75,33 @@ def load_model_config(path: str | os.PathLike) -> BertConfig:
     values = read_config_json(path)
     if electra_config.is_electra_dict(values):
         cls = electra_config.ElectraConfig
+        values = legacy_electra_gelu(values, os.fspath(path))
     elif albert_config.is_albert_dict(values):
         cls = albert_config.AlbertConfig
     else:
         cls = BertConfig
     return cls._from_file_values(values, path)
+
+
+def legacy_electra_gelu(values: dict, path: str) -> dict:
+    """An ELECTRA config's values, with a bare "gelu" that bert_tf wrote before ELECTRA's "gelu"
+    meant google's erf form read as the tanh form the run was trained with ("gelu_tanh").
+
+    bert_tf now writes ELECTRA's GELUs as "gelu_exact" or "gelu_tanh", never "gelu", so a bare
+    "gelu" beside a bert_tf checkpoint (in the run directory, or in the google_checkpoint/ that
+    such a run exports) can only be an earlier bert_tf's. Anywhere else it is the user's, as
+    google's code means it.
+    """
+    if values.get("hidden_act") != "gelu":
+        return values
+    directory = filesystem.dirname(filesystem.absolute(path))
+    if not any(holds_bert_tf_checkpoint(place)
+               for place in (directory, filesystem.dirname(directory)) if place):
+        return values
+    logging.warning("%s: an ELECTRA config written by bert_tf before ELECTRA's \"gelu\" meant "
+                    "google-research/electra's erf form; read as the tanh form the run was "
+                    "trained with (\"gelu_tanh\")", path)
+    return {**values, "hidden_act": config_lib.GELU_TANH}
 
 
 def load_config_file(path: str) -> BertConfig:

@@ -35,6 +35,7 @@ from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WOR
                                        write_tf1_checkpoint)
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf
 from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model.config import BertConfig, name_of_activation
 from bert_tf.model.albert.modeling import AlbertEncoder
 from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.electra.modeling import ElectraEncoder
@@ -188,7 +189,7 @@ def init_from_checkpoint(model, path: str | os.PathLike) -> CheckpointReport:
     kind, location = resolve_checkpoint(path)
     logging.info("init_from_checkpoint: %s is a %s (%s)", path, KIND_WORDS[kind], location)
     if kind == KIND_HF:
-        _check_hf_activation(find_encoder(model).config.hidden_act, location)
+        _check_hf_activation(find_encoder(model).config, location)
     if kind == KIND_BERT_TF:
         report = _load_object_checkpoint(model, location)
     else:
@@ -222,15 +223,16 @@ def heads_summary(model, report: CheckpointReport) -> str:
             f"newly initialised: {', '.join(new) or 'none'}")
 
 
-def _check_hf_activation(hidden_act: str, directory: str) -> None:
+def _check_hf_activation(config: BertConfig, directory: str) -> None:
     """Warns when the model's GELU is not the one the Hugging Face model was trained with
-    (their "gelu" is the erf form, our "gelu" the tanh approximation)."""
-    expected = bert_config_from_hf(directory).hidden_act
-    if hidden_act != expected:
+    (their "gelu" is the erf form, BERT's "gelu" the tanh approximation)."""
+    trained = bert_config_from_hf(directory).activation
+    if config.activation != trained:
         logging.warning("%s was trained with the activation bert_tf calls %r but the model uses %r: "
                         "its outputs will differ from the Hugging Face model's. Build the model "
-                        "from checkpoints.bert_config_from_hf(%r).",
-                        directory, expected, hidden_act, directory)
+                        "from checkpoints.bert_config_from_hf(%r).", directory,
+                        name_of_activation(config.ACTIVATION_NAMES, trained), config.hidden_act,
+                        directory)
 
 
 def _load_arrays(model, arrays: LazyArrays, report: CheckpointReport) -> CheckpointReport:
@@ -382,8 +384,9 @@ def export_google_checkpoint(model, prefix: str | os.PathLike,
     Returns:
       The checkpoint prefix.
     """
-    arrays = {m.name: np.asarray(m.variable.numpy()) for m in model_mappings(model)}
     config = find_encoder(model).config
+    config.check_google_layout()
+    arrays = {m.name: np.asarray(m.variable.numpy()) for m in model_mappings(model)}
     # google-research/albert releases name theirs albert_config.json.
     config_name = ("albert_config.json" if isinstance(config, AlbertConfig) else
                    "electra_config.json" if isinstance(config, ElectraConfig) else

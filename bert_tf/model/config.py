@@ -9,18 +9,30 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
 
-# Activations the original accepts in `hidden_act`, plus "gelu_exact" (the erf form) which is ours.
-# "gelu" is the tanh approximation, as in the original.
-ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
-# Hugging Face `hidden_act` → ours, the same function: their "gelu" is the erf form, "gelu_new"
-# the tanh approximation.
-HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
-                  "gelu_fast": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
+# The activation functions, each by a name that means it in every family (the encoder's table).
+# "gelu" alone does not: google-research/bert's and google-research/albert's `gelu` is the tanh
+# approximation, google-research/electra's (and Hugging Face's) the erf form.
+GELU_TANH = "gelu_tanh"  # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+GELU_ERF = "gelu_exact"  # 0.5·x·(1 + erf(x/√2))
+# BERT's and ALBERT's `hidden_act` vocabulary, as their reference code means it: name → function.
+# The first name of a function is the one bert_tf writes ("gelu": the original reads no other).
+BERT_ACTIVATION_NAMES = {"gelu": GELU_TANH, "gelu_exact": GELU_ERF, "gelu_tanh": GELU_TANH,
+                         "relu": "relu", "tanh": "tanh", "linear": "linear"}
+ACTIVATIONS = tuple(BERT_ACTIVATION_NAMES)
+# Hugging Face `hidden_act` → the function: their "gelu" is the erf form, "gelu_new" the tanh
+# approximation. The first name of a function is the one the Hugging Face export writes.
+HF_ACTIVATIONS = {"gelu": GELU_ERF, "gelu_new": GELU_TANH, "gelu_pytorch_tanh": GELU_TANH,
+                  "gelu_fast": GELU_TANH, "relu": "relu", "tanh": "tanh", "linear": "linear"}
+
+
+def name_of_activation(names: Mapping[str, str], function: str) -> str:
+    """The first name that `names` (a vocabulary: name → function) gives `function`."""
+    return next(name for name, meant in names.items() if meant == function)
 
 
 class ConfigError(UserError):
@@ -34,7 +46,13 @@ class BertConfig:
     `extra` holds keys that released configs carry but the model does not use (for example
     `directionality` or `pooler_*` in the Chinese release); they are kept so a config written back
     out is the one that was read.
+
+    `hidden_act` is read in the family's own vocabulary (`ACTIVATION_NAMES`, declared once per
+    family) and kept as the name of that vocabulary that bert_tf writes for the same function;
+    `activation` is the function's name in every family.
     """
+
+    ACTIVATION_NAMES: ClassVar[Mapping[str, str]] = BERT_ACTIVATION_NAMES
 
     vocab_size: int
     hidden_size: int = 768
@@ -56,9 +74,12 @@ class BertConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         self.check_head_size()
-        if self.hidden_act not in ACTIVATIONS:
+        names = self.ACTIVATION_NAMES
+        if self.hidden_act not in names:
             raise ConfigError(
-                f"unknown hidden_act {self.hidden_act!r}; expected one of {', '.join(ACTIVATIONS)}")
+                f"unknown hidden_act {self.hidden_act!r}; expected one of {', '.join(names)}")
+        # Frozen: the written name replaces an alias once, here.
+        object.__setattr__(self, "hidden_act", name_of_activation(names, names[self.hidden_act]))
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -72,6 +93,16 @@ class BertConfig:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                 f"({self.num_attention_heads})")
+
+    @property
+    def activation(self) -> str:
+        """The function `hidden_act` means in this family (GELU_TANH, GELU_ERF, relu, ...)."""
+        return self.ACTIVATION_NAMES[self.hidden_act]
+
+    def check_google_layout(self) -> None:
+        """Raises ConfigError where the family's reference code would run a checkpoint of this
+        model with another function than bert_tf does (BERT's and ALBERT's read `hidden_act`
+        from the config bert_tf writes beside it: nothing to check)."""
 
     @property
     def head_size(self) -> int:
@@ -137,8 +168,9 @@ def read_config_json(path: str | os.PathLike) -> dict[str, Any]:
     return values
 
 
-def hf_hidden_act(values: Mapping[str, Any], source: str, default: str) -> str:
-    """Checks what a Hugging Face config.json sets beyond our keys; returns our `hidden_act`.
+def hf_activation(values: Mapping[str, Any], source: str, default: str) -> str:
+    """Checks what a Hugging Face config.json sets beyond our keys; returns its activation
+    function (GELU_TANH, GELU_ERF, ...).
 
     Args:
       values: the parsed config.json.
@@ -161,10 +193,11 @@ def hf_hidden_act(values: Mapping[str, Any], source: str, default: str) -> str:
 
 def config_from_hf(config_class: type, values: Mapping[str, Any], keys: Sequence[str],
                    source: str, default_act: str):
-    """`config_class` from a Hugging Face config.json's `keys`, its activation translated
-    (`hf_hidden_act`); a value the class refuses names `source`."""
+    """`config_class` from a Hugging Face config.json's `keys`, its activation translated into
+    the family's name of the same function; a value the class refuses names `source`."""
     known = {key: values[key] for key in keys if key in values}
-    hidden_act = hf_hidden_act(values, source, default=default_act)
+    hidden_act = name_of_activation(config_class.ACTIVATION_NAMES,
+                                    hf_activation(values, source, default=default_act))
     try:
         return config_class.from_dict({**known, "hidden_act": hidden_act})
     except (ConfigError, TypeError) as e:

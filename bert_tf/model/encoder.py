@@ -72,8 +72,10 @@ def gelu_exact(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.gelu(x, approximate=False)
 
 
+# The original's names (its "gelu" is the tanh form) and the names that mean one function in
+# every family (`bert_tf.model.config.GELU_TANH`, `GELU_ERF`: what `BertConfig.activation` gives).
 ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
-    "gelu": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,
+    "gelu": gelu, "gelu_tanh": gelu, "gelu_exact": gelu_exact, "relu": tf.nn.relu, "tanh": tf.tanh,
 }
 
 
@@ -373,7 +375,7 @@ class TransformerBlock(keras.layers.Layer):
         self.value = Dense(config, h, h, name="value", dtype=policy)
         self.attention_output = Dense(config, h, h, name="attention_output", dtype=policy)
         self.attention_layer_norm = LayerNorm(h, name="attention_layer_norm", dtype=policy)
-        self.intermediate = Dense(config, i, h, activation=get_activation(config.hidden_act),
+        self.intermediate = Dense(config, i, h, activation=get_activation(config.activation),
                                   name="intermediate", dtype=policy)
         self.output_dense = Dense(config, h, i, name="output_dense", dtype=policy)
         self.output_layer_norm = LayerNorm(h, name="output_layer_norm", dtype=policy)

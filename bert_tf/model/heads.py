@@ -41,7 +41,7 @@ class MaskedLM(keras.layers.Layer):
         super().__init__(autocast=False, **kwargs)
         # H → H for BERT; H → E for ALBERT, whose tied table is E wide.
         h, e = config.hidden_size, config.embedding_width
-        self.transform = Dense(config, e, h, activation=get_activation(config.hidden_act),
+        self.transform = Dense(config, e, h, activation=get_activation(config.activation),
                                name="transform", dtype=self.dtype_policy)
         self.layer_norm = LayerNorm(e, name="layer_norm", dtype=self.dtype_policy)
         self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",

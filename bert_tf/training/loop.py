@@ -26,6 +26,8 @@ from absl import logging
 
 from bert_tf import filesystem, full_disk
 from bert_tf.training import optimizers
+from bert_tf.checkpoints import model_config
+from bert_tf.checkpoints.files import holds_bert_tf_checkpoint
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribution, preemption, schedules, steps as training_steps
@@ -276,8 +278,23 @@ def _write_bert_config(model: keras.Model, output_dir: str) -> None:
     """output_dir/bert_config.json, atomically, local or gs:// (so the run is a whole model)."""
     config = getattr(model, "config", None)
     if isinstance(config, BertConfig):
-        filesystem.write_atomically(os.path.join(output_dir, "bert_config.json"),
-                                    config.to_json_string())
+        path = os.path.join(output_dir, "bert_config.json")
+        _check_resumed_activation(config, path)
+        filesystem.write_atomically(path, config.to_json_string())
+
+
+def _check_resumed_activation(config: BertConfig, path: str) -> None:
+    """Refuses to resume a run with a config whose activation is not the one its checkpoints
+    were trained with (an ELECTRA run started while bert_tf read ELECTRA's "gelu" as the tanh
+    form, resumed with a config whose "gelu" now means google's erf form)."""
+    if not (filesystem.isfile(path) and holds_bert_tf_checkpoint(filesystem.dirname(path))):
+        return
+    trained = model_config.load_model_config(path)
+    if trained.activation != config.activation:
+        raise UserError(
+            f"{path}: this run's checkpoints were trained with the activation {trained.activation}"
+            f" but the model config given now means {config.activation}: set \"hidden_act\": "
+            f"\"{trained.hidden_act}\" in the config to resume the run (docs/electra.md)")
 
 
 def _checkpoint_manager(run: _Run, chief: bool) -> tf.train.CheckpointManager:

@@ -6,11 +6,19 @@ file; bert_tf writes them as `electra_config.json`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
-from bert_tf.model.config import BertConfig, ConfigError, config_from_hf
+from bert_tf.model.config import GELU_ERF, GELU_TANH, BertConfig, ConfigError, config_from_hf
 
 MODEL_TYPE = "electra"
+# ELECTRA's `hidden_act` vocabulary as google-research/electra's code means it: its `gelu` is the
+# erf form (model/modeling.py, `def gelu`), and "gelu" is its default. bert_tf writes
+# "gelu_exact" (the first name of the function): that reference code keeps its hyper-parameters
+# in code, so no reader of the file needs the bare name, and a file bert_tf writes cannot be
+# mistaken for one written before ELECTRA's "gelu" meant the erf form here
+# (`bert_tf.checkpoints.model_config.legacy_electra_gelu`).
+ELECTRA_ACTIVATION_NAMES = {"gelu_exact": GELU_ERF, "gelu": GELU_ERF, "gelu_tanh": GELU_TANH,
+                            "relu": "relu", "tanh": "tanh", "linear": "linear"}
 
 _HF_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
             "num_attention_heads", "intermediate_size", "hidden_dropout_prob",
@@ -32,6 +40,8 @@ class ElectraConfig(BertConfig):
     runs after the embeddings' LayerNorm.
     """
 
+    ACTIVATION_NAMES: ClassVar[Mapping[str, str]] = ELECTRA_ACTIVATION_NAMES
+
     embedding_size: int | None = None
 
     def __post_init__(self) -> None:
@@ -40,6 +50,16 @@ class ElectraConfig(BertConfig):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value <= 0):
             raise ConfigError(f"embedding_size must be a positive integer, got {value!r}")
+
+    def check_google_layout(self) -> None:
+        """google-research/electra's code reads no config file and computes "gelu" as the erf
+        form: a model with another activation would run there with another function."""
+        if self.activation != GELU_ERF:
+            raise ConfigError(
+                f"hidden_act {self.hidden_act!r}: google-research/electra's code runs every "
+                f"ELECTRA with its \"gelu\", the erf form (\"gelu_exact\"), and reads no config "
+                f"file, so this model in its layout would run there with another activation: "
+                f"use the run directory itself as --init_checkpoint instead")
 
     @property
     def embedding_width(self) -> int:
@@ -81,6 +101,6 @@ def electra_config_from_hf(values: Mapping[str, Any], source: str = "config.json
     """An ElectraConfig from the dict of a Hugging Face ELECTRA `config.json`.
 
     `hidden_act` is translated so that the function stays the same (Hugging Face "gelu", ELECTRA's
-    default there, is the erf form: our "gelu_exact").
+    default there, is the erf form, as google-research/electra's: written "gelu_exact").
     """
     return config_from_hf(ElectraConfig, values, _HF_KEYS, source, default_act="gelu")

@@ -63,7 +63,7 @@ class DiscriminatorHead(keras.layers.Layer):
     def __init__(self, config: ElectraConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
         h = config.hidden_size
-        self.dense = Dense(config, h, h, activation=get_activation(config.hidden_act),
+        self.dense = Dense(config, h, h, activation=get_activation(config.activation),
                            name="dense", dtype=self.dtype_policy)
         self.prediction = Dense(config, 1, h, name="prediction", dtype=self.dtype_policy)
         self.built = True

@@ -136,6 +136,8 @@ def run_pretraining(options: PretrainingOptions, run_config: training.RunConfig,
     bert_config = model_config.resolve_model_config(
         options.bert_config_file, run_config.init_checkpoint, run_config.output_dir,
         max_seq_length=options.max_seq_length)
+    if options.export_google_checkpoint:
+        bert_config.check_google_layout()  # before the training, not after
     electra_objective = options.objective == "electra"
     if options.objective not in ("bert", "electra"):
         raise UserError(f"--objective={options.objective}: expected bert or electra")
