@@ -53,7 +53,7 @@ def throughput(tf, name: str) -> dict:
     """The float32 inference throughput line of one model's encoder."""
     import numpy as np
 
-    from bert_tf.model.albert.modeling import build_encoder
+    from bert_tf.model.families import build_encoder
 
     config = _config(name)
     encoder = build_encoder(config, dtype="float32")

@@ -36,10 +36,9 @@ from bert_tf.text import tokenizers
 from bert_tf.checkpoints import albert_names, hf_weights, model_config
 from bert_tf.checkpoints.name_map import find_encoder, init_from_checkpoint, model_mappings
 from bert_tf.errors import UserError
-from bert_tf.model import heads, models
+from bert_tf.model import families, heads, models
 from bert_tf.model.albert.config import AlbertConfig
-from bert_tf.model.electra.config import ElectraConfig
-from bert_tf.model.albert.modeling import build_encoder
+from bert_tf.model.families import build_encoder
 from bert_tf.model.config import HF_ACTIVATIONS, BertConfig, name_of_activation
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -91,8 +90,8 @@ class HeadLabels:
 
 def architecture(model) -> str:
     """transformers' class for `model`: BertForPreTraining, AlbertForQuestionAnswering, BertModel..."""
-    family = "Albert" if isinstance(find_encoder(model).config, AlbertConfig) else "Bert"
-    return family + next((suffix for cls, suffix, _ in _ARCHITECTURES if isinstance(model, cls)),
+    family = families.family_of(find_encoder(model).config)
+    return family.hf_class_prefix + next((suffix for cls, suffix, _ in _ARCHITECTURES if isinstance(model, cls)),
                          "Model")
 
 
@@ -109,7 +108,7 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
     """
     if getattr(model, "lstm", None) is not None:
         raise HfExportError(LSTM_REFUSAL)
-    if isinstance(find_encoder(model).config, ElectraConfig):
+    if not families.family_of(find_encoder(model).config).hf_export:
         raise HfExportError("--export_hf_dir does not write ELECTRA models yet: export them in "
                             "google-research/electra's layout (--export_google_checkpoint, "
                             "docs/electra.md)")
@@ -134,17 +133,17 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
 def hf_config(model, head: HeadLabels = HeadLabels(), dtype: str = "float32") -> dict:
     """config.json's values for `model` (see the module docstring)."""
     config: BertConfig = find_encoder(model).config
-    values = {"model_type": "albert" if isinstance(config, AlbertConfig) else "bert",
+    family = families.family_of(config)
+    values = {"model_type": family.hf_model_type,
               "architectures": [architecture(model)], "dtype": dtype,
               **{key: value for key, value in config.to_dict().items() if key != "hidden_act"},
               "hidden_act": name_of_activation(HF_ACTIVATIONS, config.activation),
-              "layer_norm_eps": 1e-12,
+              "layer_norm_eps": config.layer_norm_eps,
               "position_embedding_type": "absolute", "pad_token_id": 0}
     for key in ("net_structure_type", "gap_size", "down_scale_factor", "num_memory_blocks"):
         values.pop(key, None)  # google-research/albert's options at their only value
     # Our classifier and tagger heads drop 10% of their input in training, whatever the config.
-    values["classifier_dropout_prob" if values["model_type"] == "albert" else
-           "classifier_dropout"] = heads.CLASSIFIER_DROPOUT
+    values[family.hf_classifier_dropout_key] = heads.CLASSIFIER_DROPOUT
     head_layer = getattr(model, "classifier", None) or getattr(model, "token_classifier", None)
     if head_layer is not None:
         values.update(_label_values(int(head_layer.output_weights.shape[0]), head,

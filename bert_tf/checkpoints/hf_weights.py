@@ -19,9 +19,10 @@ import numpy as np
 
 from bert_tf import filesystem
 from bert_tf.checkpoints import albert_names, electra_names
-from bert_tf.model.albert.config import AlbertConfig, albert_config_from_hf
-from bert_tf.model.electra.config import ElectraConfig, electra_config_from_hf
-from bert_tf.model.config import BertConfig, ConfigError, config_from_hf
+from bert_tf.model import families
+from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model.config import BertConfig, ConfigError
+from bert_tf.model.electra.config import ElectraConfig
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -46,9 +47,6 @@ _HEAD_NAMES = {
 _DECODER_BIAS = "cls.predictions.decoder.bias"
 _NOT_WEIGHTS = re.compile(r"(position_ids|cls\.predictions\.decoder\.(weight|bias))$")
 
-_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                "intermediate_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
-                "max_position_embeddings", "type_vocab_size", "initializer_range")
 
 
 def is_hf_directory(path: str) -> bool:
@@ -241,12 +239,4 @@ def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
         values = _read_json(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: Hugging Face config.json not found") from None
-    model_type = values.get("model_type", "bert")
-    if model_type == "albert":
-        return albert_config_from_hf(values, path)
-    if model_type == "electra":
-        return electra_config_from_hf(values, path)
-    if model_type != "bert":
-        raise ConfigError(f"{path}: model_type {model_type!r} is not BERT (nor ALBERT, nor "
-                          f"ELECTRA); only their weights can be imported")
-    return config_from_hf(BertConfig, values, _CONFIG_KEYS, path, default_act="gelu")
+    return families.family_of_hf(values, path).config_from_hf(values, path)

@@ -34,14 +34,10 @@ from absl import logging
 from bert_tf.checkpoints import hf_weights
 from bert_tf.checkpoints.files import holds_bert_tf_checkpoint
 from bert_tf.errors import MissingFileError, UserError
-from bert_tf.model.albert import config as albert_config
-from bert_tf.model.electra import config as electra_config
-from bert_tf.model import config as config_lib
+from bert_tf.model import families
+from bert_tf.model.family import ModelFamily
 from bert_tf.model.config import BertConfig, read_config_json
 
-BERT_CONFIG_FILE = "bert_config.json"
-ALBERT_CONFIG_FILE = "albert_config.json"  # beside google-research/albert's checkpoints
-ELECTRA_CONFIG_FILE = "electra_config.json"  # beside the ELECTRA checkpoints bert_tf writes
 HF_CONFIG_KEYS = ("model_type", "transformers_version")  # in every config transformers writes
 
 
@@ -73,35 +69,32 @@ def load_model_config(path: str | os.PathLike) -> BertConfig:
       BertConfig subclasses).
     """
     values = read_config_json(path)
-    if electra_config.is_electra_dict(values):
-        cls = electra_config.ElectraConfig
-        values = legacy_electra_gelu(values, os.fspath(path))
-    elif albert_config.is_albert_dict(values):
-        cls = albert_config.AlbertConfig
-    else:
-        cls = BertConfig
-    return cls._from_file_values(values, path)
+    family = families.family_of_values(values)
+    values = legacy_activation(values, family, os.fspath(path))
+    return family.config_class._from_file_values(values, path)
 
 
-def legacy_electra_gelu(values: dict, path: str) -> dict:
-    """An ELECTRA config's values, with a bare "gelu" that bert_tf wrote before ELECTRA's "gelu"
-    meant google's erf form read as the tanh form the run was trained with ("gelu_tanh").
+def legacy_activation(values: dict, family: ModelFamily, path: str) -> dict:
+    """A config's values, with a `hidden_act` that an earlier bert_tf read as another function
+    than the family's reference code means (ELECTRA's bare "gelu", read as the tanh form until it
+    meant google's erf form) read as the function the run was trained with.
 
-    bert_tf now writes ELECTRA's GELUs as "gelu_exact" or "gelu_tanh", never "gelu", so a bare
-    "gelu" beside a bert_tf checkpoint (in the run directory, or in the google_checkpoint/ that
-    such a run exports) can only be an earlier bert_tf's. Anywhere else it is the user's, as
-    google's code means it.
+    bert_tf writes those functions by other names now (ELECTRA: "gelu_exact", "gelu_tanh"), so
+    such a name beside a bert_tf checkpoint (in the run directory, or in the google_checkpoint/
+    that such a run exports) can only be an earlier bert_tf's. Anywhere else it is the user's,
+    as the reference code means it.
     """
-    if values.get("hidden_act") != "gelu":
+    trained_with = family.legacy_activation_names.get(values.get("hidden_act"))
+    if trained_with is None:
         return values
     directory = filesystem.dirname(filesystem.absolute(path))
     if not any(holds_bert_tf_checkpoint(place)
                for place in (directory, filesystem.dirname(directory)) if place):
         return values
-    logging.warning("%s: an ELECTRA config written by bert_tf before ELECTRA's \"gelu\" meant "
-                    "google-research/electra's erf form; read as the tanh form the run was "
-                    "trained with (\"gelu_tanh\")", path)
-    return {**values, "hidden_act": config_lib.GELU_TANH}
+    logging.warning("%s: an %s config written by bert_tf before its %r meant the reference code's "
+                    "function; read as the one the run was trained with (%r)", path, family.name,
+                    values["hidden_act"], trained_with)
+    return {**values, "hidden_act": trained_with}
 
 
 def load_config_file(path: str) -> BertConfig:
@@ -125,8 +118,9 @@ def is_hf_config(path: str, found_by_name: bool = False) -> bool:
     if found_by_name and os.path.basename(path) == hf_weights.CONFIG_FILE:
         return True
     values = read_config_json(path)
-    if electra_config.is_electra_dict(values) and "transformers_version" not in values:
-        return False  # bert_tf's electra_config.json: our activation names, not transformers'
+    if (families.family_of_values(values).files_say_model_type
+            and "transformers_version" not in values):
+        return False  # e.g. bert_tf's electra_config.json: our activation names, not transformers'
     return any(key in values for key in HF_CONFIG_KEYS)
 
 
@@ -149,8 +143,7 @@ def config_source(bert_config_file: str | None, init_checkpoint: str | None = No
                       output_dir):
         if not directory:
             continue
-        for name in (BERT_CONFIG_FILE, ALBERT_CONFIG_FILE, ELECTRA_CONFIG_FILE,
-                     hf_weights.CONFIG_FILE):
+        for name in (*families.config_files(), hf_weights.CONFIG_FILE):
             if filesystem.isfile(os.path.join(directory, name)):
                 return os.path.join(directory, name)
     where = f" ({init_checkpoint} has neither bert_config.json nor config.json)" \

@@ -34,10 +34,9 @@ from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WOR
                                        ObjectCheckpoint, read_arrays, resolve_checkpoint,
                                        write_tf1_checkpoint)
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf
-from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model import families
 from bert_tf.model.config import BertConfig, name_of_activation
 from bert_tf.model.albert.modeling import AlbertEncoder
-from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.electra.modeling import ElectraEncoder
 from bert_tf.model.tf1_names import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAMES, bert_encoder_names
 from bert_tf.model.tf1_names import attribute as _attribute
@@ -387,11 +386,7 @@ def export_google_checkpoint(model, prefix: str | os.PathLike,
     config = find_encoder(model).config
     config.check_google_layout()
     arrays = {m.name: np.asarray(m.variable.numpy()) for m in model_mappings(model)}
-    # google-research/albert releases name theirs albert_config.json.
-    config_name = ("albert_config.json" if isinstance(config, AlbertConfig) else
-                   "electra_config.json" if isinstance(config, ElectraConfig) else
-                   "bert_config.json")
-    files = {config_name: config.to_json_string()}
+    files = {families.family_of(config).config_file: config.to_json_string()}
     if vocab_file is not None:
         with tf.io.gfile.GFile(os.fspath(vocab_file), "r") as f:
             files["vocab.txt"] = f.read()

@@ -35,7 +35,7 @@ from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, read_arrays, resolve_checkpoint,
                                        write_tf1_checkpoint)
 from bert_tf.errors import MissingFileError, UserError
-from bert_tf.model.albert.config import AlbertConfig
+from bert_tf.model import families
 from bert_tf.model.config import BertConfig
 
 MODES = ("unused", "append")
@@ -187,8 +187,7 @@ def extend_vocabulary(init_checkpoint: str, vocab_file: str | None, config: Bert
         vocab, added = vocab + new, {token: len(vocab) + i for i, token in enumerate(new)}
         arrays.update(_grown_tables(arrays, len(new), config.initializer_range, seed))
         config = config.replace(vocab_size=len(vocab))
-    config_name = "albert_config.json" if isinstance(config, AlbertConfig) else "bert_config.json"
-    files = {config_name: config.to_json_string()}
+    files = {families.family_of(config).config_file: config.to_json_string()}
     if spm_model_file:
         files[os.path.basename(spm_model_file)] = _extended_model(spm_model_file, added)
     else:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -28,6 +27,10 @@ ACTIVATIONS = tuple(BERT_ACTIVATION_NAMES)
 # approximation. The first name of a function is the one the Hugging Face export writes.
 HF_ACTIVATIONS = {"gelu": GELU_ERF, "gelu_new": GELU_TANH, "gelu_pytorch_tanh": GELU_TANH,
                   "gelu_fast": GELU_TANH, "relu": "relu", "tanh": "tanh", "linear": "linear"}
+
+
+# The original's LayerNorm ε (tf.contrib.layers.layer_norm's variance_epsilon).
+LAYER_NORM_EPS = 1e-12
 
 
 def name_of_activation(names: Mapping[str, str], function: str) -> str:
@@ -65,6 +68,9 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 16
     initializer_range: float = 0.02
+    # Not in the original's bert_config.json (its LayerNorm's ε is 1e-12); written only when it
+    # differs, so the files the original reads stay the original's.
+    layer_norm_eps: float = LAYER_NORM_EPS
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +90,8 @@ class BertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
+        if not self.layer_norm_eps > 0:
+            raise ConfigError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
         if self.initializer_range <= 0:
             raise ConfigError(f"initializer_range must be positive, got {self.initializer_range!r}")
 
@@ -139,6 +147,8 @@ class BertConfig:
     def to_dict(self) -> dict[str, Any]:
         """The original JSON layout, with any extra keys that were read."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        if values["layer_norm_eps"] == LAYER_NORM_EPS:
+            del values["layer_norm_eps"]
         values.update(self.extra)
         return values
 
@@ -177,9 +187,6 @@ def hf_activation(values: Mapping[str, Any], source: str, default: str) -> str:
       source: the file, named in errors.
       default: the model family's Hugging Face default activation.
     """
-    eps = values.get("layer_norm_eps", 1e-12)
-    if not math.isclose(eps, 1e-12, rel_tol=0, abs_tol=1e-13):
-        raise ConfigError(f"{source}: layer_norm_eps {eps} differs from BERT's 1e-12")
     if values.get("position_embedding_type", "absolute") != "absolute":
         raise ConfigError(f"{source}: position_embedding_type "
                           f"{values['position_embedding_type']!r} is not supported (BERT uses "
@@ -195,7 +202,7 @@ def config_from_hf(config_class: type, values: Mapping[str, Any], keys: Sequence
                    source: str, default_act: str):
     """`config_class` from a Hugging Face config.json's `keys`, its activation translated into
     the family's name of the same function; a value the class refuses names `source`."""
-    known = {key: values[key] for key in keys if key in values}
+    known = {key: values[key] for key in (*keys, "layer_norm_eps") if key in values}
     hidden_act = name_of_activation(config_class.ACTIVATION_NAMES,
                                     hf_activation(values, source, default=default_act))
     try:

@@ -170,7 +170,7 @@ class Dense(keras.layers.Layer):
 
 
 class LayerNorm(keras.layers.Layer):
-    """LayerNorm over the last axis (ε 1e-12), computed in float32; returns float32 [..., H].
+    """LayerNorm over the last axis (ε: the config's layer_norm_eps, 1e-12), computed in float32; returns float32 [..., H].
 
     The input is cast to float32 once (a no-op for the float32 residual stream) and normalized
     there: normalizing in bfloat16 rounds the row's mean and 1/σ, and those errors, shared by a
@@ -180,8 +180,9 @@ class LayerNorm(keras.layers.Layer):
     not autocast them).
     """
 
-    def __init__(self, hidden_size: int, **kwargs):
+    def __init__(self, hidden_size: int, epsilon: float = LAYER_NORM_EPSILON, **kwargs):
         super().__init__(autocast=False, **kwargs)
+        self.epsilon = epsilon
         self.gamma = self.add_weight(shape=(hidden_size,), initializer="ones", name="gamma")
         self.beta = self.add_weight(shape=(hidden_size,), initializer="zeros", name="beta")
         self.built = True
@@ -194,7 +195,7 @@ class LayerNorm(keras.layers.Layer):
         # [4096,768] (benchmarks/encoder_ops.py).
         centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
         variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
-        scale = tf.math.rsqrt(variance + LAYER_NORM_EPSILON) * tf.cast(self.gamma, tf.float32)
+        scale = tf.math.rsqrt(variance + self.epsilon) * tf.cast(self.gamma, tf.float32)
         return centered * scale + tf.cast(self.beta, tf.float32)
 
 
@@ -325,7 +326,8 @@ class BertEmbeddings(keras.layers.Layer):
             shape=(config.type_vocab_size, h), initializer=init, name="token_type_embeddings")
         self.position_embeddings = self.add_weight(
             shape=(config.max_position_embeddings, h), initializer=init, name="position_embeddings")
-        self.layer_norm = LayerNorm(h, name="layer_norm", dtype=self.dtype_policy)
+        self.layer_norm = LayerNorm(h, config.layer_norm_eps, name="layer_norm",
+                                    dtype=self.dtype_policy)
         self.dropout = Dropout(config.hidden_dropout_prob, autocast=False,
                                dtype=self.dtype_policy)
         self.max_positions = config.max_position_embeddings
@@ -374,11 +376,13 @@ class TransformerBlock(keras.layers.Layer):
         self.key = Dense(config, h, h, name="key", dtype=policy)
         self.value = Dense(config, h, h, name="value", dtype=policy)
         self.attention_output = Dense(config, h, h, name="attention_output", dtype=policy)
-        self.attention_layer_norm = LayerNorm(h, name="attention_layer_norm", dtype=policy)
+        self.attention_layer_norm = LayerNorm(h, config.layer_norm_eps,
+                                              name="attention_layer_norm", dtype=policy)
         self.intermediate = Dense(config, i, h, activation=get_activation(config.activation),
                                   name="intermediate", dtype=policy)
         self.output_dense = Dense(config, h, i, name="output_dense", dtype=policy)
-        self.output_layer_norm = LayerNorm(h, name="output_layer_norm", dtype=policy)
+        self.output_layer_norm = LayerNorm(h, config.layer_norm_eps, name="output_layer_norm",
+                                           dtype=policy)
         self.attention_dropout = Dropout(config.attention_probs_dropout_prob, dtype=policy)
         self.hidden_dropout = Dropout(config.hidden_dropout_prob, dtype=policy)
         self.built = True

@@ -43,7 +43,8 @@ class MaskedLM(keras.layers.Layer):
         h, e = config.hidden_size, config.embedding_width
         self.transform = Dense(config, e, h, activation=get_activation(config.activation),
                                name="transform", dtype=self.dtype_policy)
-        self.layer_norm = LayerNorm(e, name="layer_norm", dtype=self.dtype_policy)
+        self.layer_norm = LayerNorm(e, config.layer_norm_eps, name="layer_norm",
+                                    dtype=self.dtype_policy)
         self.output_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros",
                                            name="output_bias", dtype="float32")
         self.built = True

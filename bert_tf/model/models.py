@@ -15,7 +15,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model import heads
-from bert_tf.model.albert.modeling import build_encoder
+from bert_tf.model.families import build_encoder
 from bert_tf.model.config import BertConfig
 
 

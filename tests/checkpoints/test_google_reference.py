@@ -148,7 +148,7 @@ def test_a_run_directory_written_before_keeps_its_tanh_gelu(electra, tmp_path, c
     run = _legacy_run(tmp_path, electra)
     config = model_config.resolve_model_config(None, run)
     assert config.activation == GELU_TANH and config.hidden_act == "gelu_tanh"
-    assert "read as the tanh form the run was trained with" in caplog.text
+    assert "read as the one the run was trained with ('gelu_tanh')" in caplog.text
     # The same file anywhere else is a user's, in google's meaning.
     shutil.copy(os.path.join(run, "bert_config.json"), tmp_path / "electra_config.json")
     assert model_config.load_model_config(tmp_path / "electra_config.json").activation == GELU_ERF

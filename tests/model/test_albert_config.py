@@ -74,8 +74,9 @@ def test_hf_config_translation(hf_act, ours):
               "layer_norm_eps": 1e-12, "classifier_dropout_prob": 0.1, "pad_token_id": 0}
     config = albert_config_from_hf(values)
     assert config.hidden_act == ours and config.embedding_size == 128 and config.extra == {}
-    with pytest.raises(ConfigError, match="layer_norm_eps 1e-05"):
-        albert_config_from_hf({**values, "layer_norm_eps": 1e-5}, "x/config.json")
+    assert albert_config_from_hf({**values, "layer_norm_eps": 1e-5}).layer_norm_eps == 1e-5
+    with pytest.raises(ConfigError, match="x/config.json: layer_norm_eps must be positive"):
+        albert_config_from_hf({**values, "layer_norm_eps": 0}, "x/config.json")
 
 
 def _parse(argv):

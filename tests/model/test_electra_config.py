@@ -46,8 +46,9 @@ def test_bad_values_and_hf_translation():
         ElectraConfig(**{**SMALL, "embedding_size": 0})
     translated = electra_config_from_hf({**SMALL, "model_type": "electra", "hidden_act": "gelu"})
     assert translated.hidden_act == "gelu_exact" and translated.embedding_size == 128
-    with pytest.raises(ConfigError, match="x/config.json: layer_norm_eps"):
-        electra_config_from_hf({**SMALL, "layer_norm_eps": 1e-5}, "x/config.json")
+    assert electra_config_from_hf({**SMALL, "layer_norm_eps": 1e-5}).layer_norm_eps == 1e-5
+    with pytest.raises(ConfigError, match="x/config.json: layer_norm_eps must be positive"):
+        electra_config_from_hf({**SMALL, "layer_norm_eps": -1.0}, "x/config.json")
 
 
 def test_electra_config_file_is_an_alias():

@@ -109,14 +109,3 @@ class AlbertEncoder(BertEncoder):
             layers = [group.inner_group_0 for group in layers]
         return layers
 
-
-def build_encoder(config, dtype=None, name: str = "bert") -> BertEncoder:
-    """The encoder a config describes: AlbertEncoder for an AlbertConfig, ElectraEncoder for an
-    ElectraConfig, else BertEncoder."""
-    if isinstance(config, AlbertConfig):
-        cls = AlbertEncoder
-    elif isinstance(config, ElectraConfig):
-        cls = ElectraEncoder
-    else:
-        cls = BertEncoder
-    return cls(config, dtype=dtype, name=name)

@@ -38,7 +38,7 @@ from bert_tf import filesystem
 from bert_tf.text import tokenizers
 from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import MissingFileError, UserError
-from bert_tf.model.albert.modeling import build_encoder
+from bert_tf.model.families import build_encoder
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.serving import precision
 from bert_tf.text.pairs import truncate_pair_lengths

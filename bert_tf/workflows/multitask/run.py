@@ -40,7 +40,7 @@ from absl import logging
 from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.model import models
-from bert_tf.model.albert.modeling import build_encoder
+from bert_tf.model.families import build_encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.classifier import features as classifier_features
 from bert_tf.tasks.classifier.task import (ClassifierOptions, ClassifierTask, PreparedClassifier,
