@@ -6,7 +6,9 @@ trial. Linux's parent-death signal (prctl(PR_SET_PDEATHSIG)) is armed in the chi
 milliseconds) which arms SIGTERM, checks that the search is still its parent (it may have died
 before the signal was armed) and then replaces itself with the command (execvp keeps the
 signal). The fine-tuning scripts turn SIGTERM into a checkpoint of the step in flight and exit
-(bert_tf/training/preemption.py), so the next search resumes that trial exactly.
+(bert_tf/training/preemption.py), so the next search resumes that trial exactly. (The kernel
+sends it when the thread that started the child ends: the search starts its trials from its
+main thread, which lives as long as the search.)
 
 Where prctl is missing (not Linux) the command runs untied; `bert_tf.run_lock.stop_orphaned_run`
 still ends such a trial when the next search finds it holding its directory.

@@ -54,8 +54,8 @@ def _set_aside(flag_values: flags.FlagValues) -> Iterator[None]:
 
 def _by_name(flag_values: flags.FlagValues) -> dict[str, flags.Flag]:
     """The flags of `flag_values` under their long names (a short name is the same flag)."""
-    return {name: flag for name, flag in flag_values._flags().items()  # noqa: SLF001
-            if name != flag.short_name}
+    return {name: flag_values[name] for name in flag_values
+            if name != flag_values[name].short_name}
 
 
 def _register(flag_values: flags.FlagValues, definitions: Mapping[str, flags.Flag]) -> None:
