@@ -4,11 +4,12 @@ choice, a value out of a flag's range, a flag the script does not have) is repor
 naming its grid entry, instead of after the trials before it have run.
 
 The scripts define their flags in absl's global `FLAGS` when imported, and the search's own
-flags live there too (`--output_dir` is both). So the flags defined at that moment are set
-aside, the script is imported afresh under a private name (its DEFINE_* lines run; TensorFlow
-and the task modules it imports are shared with this process), the flags it defined are taken
-out, and the set-aside flags are put back. Each parse then works on a deep copy of those flags,
-so nothing of this process's flags changes. Nothing of the script runs but its definitions.
+flags live there too (`--output_dir` is both). So the flags defined at that moment (but absl's
+own) are set aside, the script is imported afresh under a private name (its DEFINE_* lines run;
+TensorFlow and the task modules it imports are shared with this process), the flags it defined
+are taken out, and the set-aside flags are put back. Each parse then works on a deep copy of
+those flags, so nothing of this process's flags changes. Nothing of the script runs but its
+definitions.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import itertools
 import os
 import re
 import sys
-from typing import Iterator, Mapping, Sequence
+from typing import Collection, Iterator, Mapping, Sequence
 
 from absl import flags
 
@@ -38,18 +39,22 @@ class TrialFlagError(UserError):
 
 
 @contextlib.contextmanager
-def _set_aside(flag_values: flags.FlagValues) -> Iterator[None]:
-    """Empties `flag_values` for the body's life, then puts its flags back (and removes what the
-    body defined)."""
-    saved = _by_name(flag_values)
-    for name in list(flag_values):
-        delattr(flag_values, name)
+def _set_aside(flag_values: flags.FlagValues, keep: Collection[str]) -> Iterator[None]:
+    """Takes the flags of `flag_values` but those named in `keep` out for the body's life, then
+    puts them back (and removes what the body defined)."""
+    saved = {name: flag for name, flag in _by_name(flag_values).items() if name not in keep}
+    _remove(flag_values, keep)
     try:
         yield
     finally:
-        for name in list(flag_values):
-            delattr(flag_values, name)
+        _remove(flag_values, keep)
         _register(flag_values, saved)
+
+
+def _remove(flag_values: flags.FlagValues, keep: Collection[str]) -> None:
+    for name in list(flag_values):
+        if flag_values[name].name not in keep:
+            delattr(flag_values, name)
 
 
 def _by_name(flag_values: flags.FlagValues) -> dict[str, flags.Flag]:
@@ -71,19 +76,21 @@ def script_flags(script_path: str, flag_values: flags.FlagValues) -> dict[str, f
       script_path: a fine-tuning script (run_classifier.py, ...).
       flag_values: the registry the scripts define into (absl's FLAGS); left as it was.
     """
+    # Left in place: absl's own logging reads them, even while the script is imported.
     absl_flags = {flag.name: flag
                   for module, defined in flag_values.flags_by_module_dict().items()
                   if module in _ABSL_MODULES for flag in defined}
     name = f"_search_flags_{next(_counter)}_" + re.sub(r"\W", "_", os.path.basename(script_path))
     spec = importlib.util.spec_from_file_location(name, script_path)
     module = importlib.util.module_from_spec(spec)
-    with _set_aside(flag_values):
+    with _set_aside(flag_values, keep=absl_flags):
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         finally:
             sys.modules.pop(name, None)
-        defined = _by_name(flag_values)
+        defined = {flag_name: flag for flag_name, flag in _by_name(flag_values).items()
+                   if flag_name not in absl_flags}
     return copy.deepcopy({**absl_flags, **defined})
 
 
