@@ -10,10 +10,10 @@ Example (MRPC, the paper's 18 runs, the fine-tuning command after --):
     --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --max_seq_length=128
 
 Each trial runs in <output_dir>/<trial>; trials.jsonl and best.json record the figures, and a
-table is printed at the end. Running the same command again resumes (docs/search.md).
+table is printed at the end. Every trial's flags are checked by the script's own definitions
+before the first one runs. The trials die with the search (SIGTERM: they save the step in
+flight); running the same command again resumes (docs/search.md).
 """
-
-import sys
 
 from absl import flags
 
@@ -31,16 +31,19 @@ flags.DEFINE_integer("seeds", 1, "Runs of each grid point, with --seed = the com
 
 
 def main(argv):
-    from bert_tf.workflows.search import trials
+    from bert_tf.workflows.search import script_flags, trials
 
     options = trials.SearchOptions(command=argv[1:], output_dir=FLAGS.output_dir,
                                    grid=FLAGS.grid, seeds=FLAGS.seeds)
+    try:  # before the lock: a bad command or grid leaves nothing in --output_dir
+        planned = trials.plan_search(options, FLAGS)
+    except script_flags.TrialFlagError as error:
+        cli.fail(str(error), cli.FLAG_ERROR_STATUS)
     with run_lock.output_lock(FLAGS.output_dir):
-        result = trials.run_search(options)
-    if result["failed"]:
-        cli.fail(f"{len(result['failed'])} trial(s) failed: {', '.join(result['failed'])} "
-                 f"(trials.jsonl holds their last output lines); run the same command again "
-                 "to resume them")
+        result = trials.run_search(options, planned)
+    failed = [record for record in result["trials"] if record["status"] != "done"]
+    if failed:
+        cli.fail(trials.failure_message(failed))
 
 
 def run():

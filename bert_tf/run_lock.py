@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import tempfile
@@ -133,7 +134,8 @@ def _note_local_lock(flag: str, directory: str, path: str) -> None:
 
 
 def _write_owner(owner: str) -> None:
-    info = {"host": socket.gethostname(), "pid": os.getpid(),
+    # parent_pid: a run whose parent has since died is an orphan (`stop_orphaned_run`).
+    info = {"host": socket.gethostname(), "pid": os.getpid(), "parent_pid": os.getppid(),
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv)}
     filesystem.write_atomically(owner, json.dumps(info))
@@ -142,12 +144,88 @@ def _write_owner(owner: str) -> None:
 def _describe(owner: str) -> str:
     """'pid 123 on host h since <time>: <command>' from the owner file, or what is known."""
     try:
-        with open(owner, encoding="utf-8") as f:
-            info = json.load(f)
+        info = _read_owner(owner)
         return (f"pid {info['pid']} on host {info['host']} since {info['started']}: "
                 f"{info['command']}")
     except (OSError, ValueError, KeyError, TypeError):
         return f"holder not recorded in {owner} yet"
+
+
+def _read_owner(owner: str) -> dict:
+    with open(owner, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent pid of a live process (Linux's /proc), or None when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            # "pid (command) state ppid ...": the command may hold spaces and parentheses.
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _is_orphan(info: dict) -> bool:
+    """Whether the holder described by an owner file runs on this host and its parent process
+    (the one that started it, e.g. a search) has died since."""
+    if info.get("host") != socket.gethostname() or "parent_pid" not in info:
+        return False
+    parent = _parent_of(int(info["pid"]))
+    if parent is not None:
+        return parent != int(info["parent_pid"])  # re-parented: the first parent is gone
+    try:
+        os.kill(int(info["parent_pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def stop_orphaned_run(directory: str, name: str = LOCK_NAME) -> bool:
+    """Ends the run holding the lock of `directory` if it is an orphan: a run on this host whose
+    parent has died (the trial of a search that was killed). It is sent SIGTERM, on which the
+    training loop saves the step in flight and exits, and this call waits until the lock is
+    free. A lock that is free, or held by a run whose parent lives (a run started by hand), is
+    left alone.
+
+    Returns:
+      Whether an orphan held the lock (and has released it now).
+    """
+    path = lock_path(directory, name)
+    if not os.path.exists(path):
+        return False
+    lock = filelock.FileLock(path, timeout=0, fallback_to_soft=False)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        pass
+    except OSError:
+        return False  # no file locks here: nothing can be known of a holder
+    else:
+        lock.release()  # free: whoever comes next takes it (over) as usual
+        return False
+    try:
+        info = _read_owner(path + OWNER_SUFFIX)
+    except (OSError, ValueError):
+        return False
+    if not _is_orphan(info):
+        return False
+    logging.warning("%s is held by pid %s, whose parent (pid %s, e.g. a killed search) is gone: "
+                    "sending it SIGTERM (a training run saves the step in flight) and waiting "
+                    "for it to end", directory, info["pid"], info["parent_pid"])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(int(info["pid"]), signal.SIGTERM)
+    lock.acquire(timeout=-1)
+    try:
+        # Unlinked while held, as output_lock leaves it: the next run creates its own.
+        with contextlib.suppress(OSError):
+            os.remove(path)
+    finally:
+        lock.release()
+    logging.info("%s: pid %s has ended", directory, info["pid"])
+    return True
 
 
 def remove_dead_temporaries(directory: str) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 
 import pytest
 
@@ -53,6 +54,14 @@ _CPD = ("--vocab_file={d}/vocab.txt", "--max_seq_length=16", "--max_predictions_
 _CLS = ("--task_name=MRPC", "--do_train", "--max_seq_length=16", *_MODEL)
 _SQUAD = ("--max_seq_length=32", "--max_query_length=8", *_MODEL)
 _NER = ("--do_train", "--max_seq_length=16", *_MODEL)
+# search.py's fine-tuning command (after --): a classifier on good files.
+_SEARCHED = ("--", sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
+             "--do_train", "--do_eval", "--data_dir={d}/glue_good", "--max_seq_length=16", *_MODEL)
+_DISTILL = ("--task_name=MRPC", "--data_dir={d}/glue_good", "--do_train", "--max_seq_length=16",
+            "--student_layers=1")
+# What a distillation must not leave when it stops on an error: its student config, the
+# data's label list and records, the first stage's run.
+_DISTILLED = ("student_config.json", "label_list.txt", "train.tf_record", "intermediate")
 _EXTRACT = ("--input_file={d}/lines.txt", "--output_file={d}/features.jsonl",
             "--max_seq_length=16", "--layers=-1")
 
@@ -173,6 +182,37 @@ CASES = [
     Case("ner_empty_file", "run_ner.py",
          ("--data_dir={d}/ner_empty", "--output_dir={d}/ner3", *_NER),
          "ner_empty/train.txt: no sentences", absent=("ner3/checkpoint",)),
+    # search.py: every trial's flags are parsed by the script's own definitions first
+    Case("search_bad_grid_value", "search.py",
+         ("--output_dir={d}/search1", "--grid=learning_rate=5e-5,abc", *_SEARCHED),
+         "--grid: learning_rate=abc: flag --learning_rate=abc: could not convert string to float",
+         status=2, absent=("search1",)),
+    Case("search_unknown_grid_flag", "search.py",
+         ("--output_dir={d}/search2", "--grid=learnin_rate=5e-5", *_SEARCHED),
+         "--grid: learnin_rate=5e-5: Unknown command line flag 'learnin_rate'", status=2,
+         absent=("search2",)),
+    Case("search_bad_command_flag", "search.py",
+         ("--output_dir={d}/search3", "--grid=learning_rate=5e-5", *_SEARCHED,
+          "--dtype=float8"), "the fine-tuning command: flag --dtype=float8", status=2,
+         absent=("search3",)),
+    # run_distillation.py: labels, vocabularies and configs checked before any conversion
+    Case("distill_label_order", "run_distillation.py",
+         (*_DISTILL, "--teacher_dir={d}/teacher_reordered", "--output_dir={d}/dist1"),
+         "labels ['0', '1'] differ from the teacher's ['1', '0']",
+         absent=tuple(f"dist1/{name}" for name in _DISTILLED)),
+    Case("distill_no_vocab", "run_distillation.py",
+         (*_DISTILL, "--teacher_dir={d}/teacher_without_vocab", "--output_dir={d}/dist2"),
+         "--vocab_file is required: the teacher",
+         absent=tuple(f"dist2/{name}" for name in _DISTILLED)),
+    Case("distill_other_vocab", "run_distillation.py",
+         (*_DISTILL, "--teacher_dir={d}/teacher_reordered", "--vocab_file={d}/vocab_nomask.txt",
+          "--output_dir={d}/dist3"), "vocab.txt (teacher) differs from --vocab_file",
+         absent=tuple(f"dist3/{name}" for name in _DISTILLED)),
+    Case("distill_vocab_larger_than_config", "run_distillation.py",
+         (*_DISTILL, "--teacher_dir={d}/teacher_small_config", "--vocab_file={d}/vocab.txt",
+          "--output_dir={d}/dist4"),
+         "vocab.txt: 17 tokens, but the model's config has vocab_size 9",
+         absent=tuple(f"dist4/{name}" for name in _DISTILLED)),
     # extract_features.py
     Case("extract_missing_input", "extract_features.py",
          ("--input_file={d}/missing_lines.txt", "--output_file={d}/features1.jsonl",
@@ -233,6 +273,13 @@ def write_inputs(d: str) -> None:
     _write(f"{d}/ner_columns/train.txt", "the O\ncat B-PER\nsat\n")
     _write(f"{d}/ner_label/train.txt", "the O\ncat B-LOC\n")
     _write(f"{d}/ner_empty/train.txt", "\n\n")
+    for name, labels, vocabulary, size in (("teacher_reordered", "1\n0\n", True, len(vocab)),
+                                           ("teacher_without_vocab", "0\n1\n", False, len(vocab)),
+                                           ("teacher_small_config", "0\n1\n", False, 9)):
+        _write(f"{d}/{name}/label_list.txt", labels)
+        config.replace(vocab_size=size).to_json_file(f"{d}/{name}/bert_config.json")
+        if vocabulary:
+            _write(f"{d}/{name}/vocab.txt", "\n".join(vocab) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +298,8 @@ def test_the_sweep_covers_every_script_with_27_cases():
     scripts = {case.script for case in CASES}
     assert len(CASES) >= 27 and len({case.name for case in CASES}) == len(CASES)
     assert scripts == {"create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
-                       "run_squad.py", "run_ner.py", "extract_features.py"}
+                       "run_squad.py", "run_ner.py", "extract_features.py", "search.py",
+                       "run_distillation.py"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)

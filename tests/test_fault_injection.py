@@ -12,6 +12,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 import types
 
 import numpy as np
@@ -295,6 +296,64 @@ def test_lock_of_a_dead_run_is_taken_over(tmp_path, caplog):
         pass
     assert any("taking over" in r.message and f"pid {holder['pid']}" in r.message
                for r in caplog.records)
+
+
+# A run holding its directory's lock until SIGTERM, which it answers by writing `stopped`
+# (argv: directory, file written once the lock is held).
+_HOLDER = """
+import os, signal, sys, time
+from bert_tf import run_lock
+def stop(signum, frame):
+    open(os.path.join(sys.argv[1], "stopped"), "w").close()
+    sys.exit(75)
+signal.signal(signal.SIGTERM, stop)
+with run_lock.output_lock(sys.argv[1]):
+    open(sys.argv[2], "w").close()
+    time.sleep(60)
+"""
+# Starts _HOLDER and exits once it holds the lock: the holder is an orphan.
+_ORPHANING_PARENT = """
+import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", sys.argv[1], *sys.argv[2:]])
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.02)
+"""
+
+
+def _wait_for_file(path: str) -> None:
+    for _ in range(3000):  # at most a minute
+        if os.path.exists(path):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{path} did not appear")
+
+
+def test_orphan_holding_a_directory_is_stopped_and_waited_for(tmp_path, caplog):
+    """A run whose parent died (a trial of a killed search) is sent SIGTERM and waited for; a
+    run whose parent lives is left alone."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    orphaned, kept = tmp_path / "orphaned", tmp_path / "kept"
+    orphaned.mkdir(), kept.mkdir()
+    subprocess.run([sys.executable, "-c", _ORPHANING_PARENT, _HOLDER, str(orphaned),
+                    str(tmp_path / "orphan_ready")], env=env, check=True)
+    holder = json.load(open(orphaned / ".bert_tf.lock.owner.json"))
+    assert holder["parent_pid"] != os.getpid()
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        assert run_lock.stop_orphaned_run(str(orphaned))
+    assert os.path.exists(orphaned / "stopped")  # it got SIGTERM and has let go of the lock
+    assert any(f"held by pid {holder['pid']}, whose parent" in r.message for r in caplog.records)
+    with run_lock.output_lock(str(orphaned)):
+        pass
+    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(kept), str(tmp_path / "ready")],
+                             env=env)
+    try:
+        _wait_for_file(str(tmp_path / "ready"))
+        assert not run_lock.stop_orphaned_run(str(kept))
+        assert child.poll() is None and not os.path.exists(kept / "stopped")
+    finally:
+        child.kill()
+        child.wait()
+    assert not run_lock.stop_orphaned_run(str(kept))  # free again: nothing to stop
 
 
 def test_temporaries_of_dead_runs_are_deleted_at_start(tmp_path):

@@ -1,18 +1,23 @@
 """bert-search: the grid, trials run as subprocesses of a stand-in fine-tuning script
 (tests/search_stub.py, whose dev score is a known function of its flags), trials.jsonl and
 best.json (the best equals the maximum of trials.jsonl), resuming (done trials are not run again,
-a killed one resumes in its directory), the metric of best_state.json, the script's errors."""
+a killed one resumes in its directory, a killed search resumes at once), the metric of
+best_state.json, the grid checked by the script's own flags before any trial, the errors."""
 
+import dataclasses
 import json
 import os
+import shutil
 import sys
+import time
 
 import numpy as np
 import pytest
+from absl import flags
 
-from bert_tf.errors import UserError
+from bert_tf.errors import PREEMPTED_STATUS, UserError
 from bert_tf.training.log import read_eval_results, write_eval_results
-from bert_tf.workflows.search import grid as search_grid, trials as search
+from bert_tf.workflows.search import grid as search_grid, script_flags, trials as search
 from tiny_models import REPO, words_of_files, write_tiny_model
 
 STUB = [sys.executable, os.path.join(REPO, "tests", "search_stub.py")]
@@ -181,3 +186,116 @@ def test_one_real_run_classifier_trial(tmp_path, capsys):
     assert os.path.basename(trial_dir) == "learning_rate=5e-4__num_train_epochs=0.1__train_batch_size=16"
     assert os.path.exists(os.path.join(record["checkpoint_dir"], "checkpoint"))
     capsys.readouterr()
+
+
+def _comparable(path):
+    """best.json without what differs between two searches' directories and attempts."""
+    with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+    return {key: value for key, value in record.items()
+            if key not in ("output_dir", "checkpoint_dir", "wall_seconds")}
+
+
+def _wait_for(path, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def _wait_until_dead(pid, timeout=120.0):
+    """Until process `pid` has exited (a zombie has closed its files, its locks are free)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.02)
+
+
+def test_search_killed_mid_trial_resumes_at_once(tmp_path, script_runner):
+    """search.py killed with SIGKILL while its second trial runs, then the same command at
+    once: the trial got SIGTERM with its search (it saved its step), the re-run waits for it to
+    let go of its directory and resumes it; the first trial is not touched, and best.json is
+    the uninterrupted search's."""
+    grid = "--grid=learning_rate=1e-4,3e-4,2e-4"
+    reference = search.run_search(search.SearchOptions(
+        command=[*STUB, "run_classifier.py"], output_dir=str(tmp_path / "reference"),
+        grid=grid.split("=", 1)[1]))
+    assert reference["failed"] == []
+    output_dir = tmp_path / "search"
+    command = [os.path.join(REPO, "search.py"), f"--output_dir={output_dir}", grid, "--", *STUB,
+               "run_classifier.py", "--wait_at_learning_rate=3e-4"]
+    killed = script_runner.start([(command, str(tmp_path))])
+    first, second = output_dir / "learning_rate=1e-4", output_dir / "learning_rate=3e-4"
+    _wait_for(second / "waiting.txt")
+    finished = {name: os.stat(first / name).st_mtime_ns for name in os.listdir(first)}
+    with open(output_dir / ".bert_tf.lock.owner.json", encoding="utf-8") as f:
+        search_pid = json.load(f)["pid"]
+    killed.kill()  # SIGKILL: the search runs no code of its own
+    _wait_until_dead(search_pid)  # as `kill -9 PID; wait PID`: its own lock is free
+    [done] = script_runner.start([(command, str(tmp_path))]).wait(timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(second / "checkpoint.json", encoding="utf-8") as f:
+        assert json.load(f) == {"attempt": 1}  # saved on SIGTERM by the killed search's trial
+    assert [_starts(output_dir / name) for name in
+            ("learning_rate=1e-4", "learning_rate=3e-4", "learning_rate=2e-4")] == [1, 2, 1]
+    assert {name: os.stat(first / name).st_mtime_ns for name in os.listdir(first)} == finished
+    assert (_comparable(output_dir / search.BEST_FILE)
+            == _comparable(tmp_path / "reference" / search.BEST_FILE))
+    assert [r["status"] for r in _records(output_dir)] == ["done"] * 3
+
+
+CLASSIFIER = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=SST-2",
+              "--data_dir=/data", "--do_train"]
+
+
+@pytest.mark.parametrize("command, grid, message", [
+    (CLASSIFIER, "learning_rate=5e-5,1e-4,abc;num_train_epochs=1",
+     "--grid: learning_rate=abc: flag --learning_rate=abc: could not convert string to float"),
+    (CLASSIFIER, "learnin_rate=5e-5", "--grid: learnin_rate=5e-5: Unknown command line flag "
+                                      "'learnin_rate'"),
+    (CLASSIFIER, "dtype=float32,float8", "--grid: dtype=float8: flag --dtype=float8: value "
+                                         "should be one of <float32|bfloat16|float16|auto>"),
+    (["bert-run-ner", "--data_dir=/data", "--tag_scheme=xyz"], "learning_rate=5e-5",
+     "the fine-tuning command: flag --tag_scheme=xyz: value should be one of"),
+    (CLASSIFIER, "bert_config_file=a;albert_config_file=b",
+     "--grid: trial bert_config_file=a__albert_config_file=b: --albert_config_file=b and "
+     "--bert_config_file=a differ"),
+])
+def test_grid_values_are_parsed_by_the_scripts_flags_before_any_trial(
+        tmp_path, command, grid, message):
+    options = search.SearchOptions(command=command, output_dir=str(tmp_path / "search"),
+                                   grid=grid)
+    if command[0] == "bert-run-ner" and shutil.which("bert-run-ner") is None:
+        options = dataclasses.replace(options, command=[
+            sys.executable, os.path.join(REPO, "run_ner.py"), *command[1:]])
+    before = {name: flags.FLAGS[name].value for name in flags.FLAGS}
+    with pytest.raises(script_flags.TrialFlagError) as raised:
+        search.run_search(options)
+    assert message in str(raised.value)
+    assert not os.path.exists(options.output_dir)  # nothing ran, nothing was written
+    assert {name: flags.FLAGS[name].value for name in flags.FLAGS} == before
+    good = dataclasses.replace(options, grid="learning_rate=5e-5,1e-4", command=[
+        arg for arg in options.command if not arg.startswith("--tag_scheme")])
+    assert [trial.name for trial in search.plan_search(good)] == [
+        "learning_rate=5e-5", "learning_rate=1e-4"]
+
+
+def test_a_failure_a_rerun_cannot_fix_is_named():
+    killed = {"trial": "learning_rate=1e-4", "status": "failed", "exit_code": -9, "output": []}
+    preempted = {**killed, "trial": "learning_rate=3e-4", "exit_code": PREEMPTED_STATUS}
+    broken = {**killed, "trial": "learning_rate=2e-4", "exit_code": 1, "output": [
+        "I1 training", "error: /data/train.tsv: not found", "E0 shutting down"]}
+    assert search.failure_message([killed, preempted]) == (
+        "2 trial(s) failed: learning_rate=1e-4, learning_rate=3e-4 (trials.jsonl holds their "
+        "last output lines); run the same command again to resume them")
+    assert search.failure_message([killed, broken]) == (
+        "2 trial(s) failed: learning_rate=1e-4, learning_rate=2e-4 (trials.jsonl holds their "
+        "last output lines); learning_rate=2e-4 stopped on an error that running it again "
+        "does not fix (/data/train.tsv: not found): fix the command or --grid, then run the "
+        "same command again")

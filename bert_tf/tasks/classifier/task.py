@@ -274,6 +274,13 @@ def resolve_task(options: ClassifierOptions, init_checkpoint: str | None = None
     return task
 
 
+def output_labels(options: ClassifierOptions) -> list[str]:
+    """The labels a run with `options` writes to label_list.txt, in output order ([] for a
+    regression task), read without converting any data."""
+    task, _ = _task_and_reader(options, None)
+    return [] if task.regression else list(task.labels)
+
+
 def _task_and_reader(options: ClassifierOptions, init_checkpoint: str | None):
     """The task and, for a user's processor, its example reader (None: the task's files)."""
     if options.processor is None:

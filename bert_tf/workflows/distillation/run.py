@@ -124,13 +124,30 @@ class _Teacher:
                     or tf.train.latest_checkpoint(d.teacher_dir) or d.teacher_dir)
         return d.teacher_checkpoint
 
+    def _labels(self) -> tuple[list[str] | None, str]:
+        """The teacher's label_list.txt (None without one) and its path."""
+        if not self.distillation.teacher_dir:
+            return None, ""
+        source = os.path.join(self.distillation.teacher_dir, finetuning.LABEL_LIST_FILE)
+        return _read_lines(source), source
+
+    def check_data_labels(self, kind: str, options, output_dir: str) -> None:
+        """The labels the student's data gives, found before any data is converted, against
+        the teacher's label_list.txt."""
+        teacher_labels, source = self._labels()
+        if teacher_labels is None or kind == "squad":  # SQuAD has no label list
+            return
+        if kind == "classifier":
+            ours = classifier_task.output_labels(options)
+        else:
+            ours = ner_task.resolve_labels(options, output_dir, None)
+        students.check_same_labels(teacher_labels, ours, source,
+                                   f"the student's data (--data_dir={options.data_dir})")
+
     def check_labels(self, output_dir: str) -> None:
         """The run's label_list.txt (written by the task before training) against the
         teacher's."""
-        if not self.distillation.teacher_dir:
-            return
-        source = os.path.join(self.distillation.teacher_dir, finetuning.LABEL_LIST_FILE)
-        teacher_labels = _read_lines(source)
+        teacher_labels, source = self._labels()
         ours = os.path.join(output_dir, finetuning.LABEL_LIST_FILE)
         if teacher_labels is not None:
             students.check_same_labels(teacher_labels, _read_lines(ours) or [], source,
@@ -170,6 +187,20 @@ def _check_flags(options, run_config: training.RunConfig,
                         "--teacher_dir the teacher's bert_config.json is read from there")
 
 
+def _with_teacher_vocabulary(options, distillation: DistillationOptions):
+    """`options` whose --vocab_file is, when not given, the teacher's vocab.txt (beside
+    --teacher_checkpoint or in --teacher_dir): teacher and student share one vocabulary."""
+    if options.vocab_file or options.spm_model_file:
+        return options
+    teacher = distillation.teacher_dir or distillation.teacher_checkpoint
+    vocab_file = _beside(teacher, "vocab.txt")
+    if vocab_file is None:
+        raise UserError(f"--vocab_file is required: the teacher ({teacher}) has no vocab.txt "
+                        "beside it; give the vocab.txt it was fine-tuned with")
+    logging.info("--vocab_file=%s: the teacher's", vocab_file)
+    return dataclasses.replace(options, vocab_file=vocab_file)
+
+
 def run_distillation(kind: str, options: finetuning.FinetuningOptions,
                      run_config: training.RunConfig, distillation: DistillationOptions,
                      strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
@@ -188,6 +219,8 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
     if kind not in KINDS:
         raise UserError(f"--task must be one of {', '.join(KINDS)}, got {kind!r}")
     _check_flags(options, run_config, distillation)
+    options = _with_teacher_vocabulary(options, distillation)
+    # Everything that can be checked is, before anything is written or converted.
     teacher_config = model_config.resolve_model_config(
         options.bert_config_file, distillation.teacher_checkpoint, distillation.teacher_dir,
         max_seq_length=options.max_seq_length)
@@ -199,11 +232,15 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
                          (distillation.student_init_checkpoint, "--student_init_checkpoint")):
         if options.vocab_file:
             students.check_same_vocabulary(options.vocab_file, _beside(source, "vocab.txt"), flag)
+    options.create_tokenizer(None, config)  # its special tokens, its size against the config
     output_dir = run_config.output_dir
+    teacher = _Teacher(distillation, teacher_config)
+    teacher.check_data_labels(kind, options, output_dir)
+    if distillation.augment_checkpoint:
+        _check_augmentation(kind, options, distillation)
     tf.io.gfile.makedirs(output_dir)
     config_file = os.path.join(output_dir, "student_config.json")
     filesystem.write_atomically(config_file, config.to_json_string())
-    teacher = _Teacher(distillation, teacher_config)
     if distillation.augment_checkpoint:
         options = _augmented(kind, options, run_config, distillation)
     student_options = _replace(options, bert_config_file=config_file)
@@ -245,10 +282,7 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
     return out
 
 
-def _augmented(kind: str, options, run_config: training.RunConfig,
-               distillation: DistillationOptions):
-    """`options` reading the augmented copy of the task's data (written now, or kept from an
-    earlier run with the same settings)."""
+def _check_augmentation(kind: str, options, distillation: DistillationOptions) -> None:
     if kind != "classifier" or options.processor:
         raise UserError("--augment_checkpoint augments a classifier's files (--task=classifier, "
                         "no --processor)")
@@ -257,6 +291,12 @@ def _augmented(kind: str, options, run_config: training.RunConfig,
     if options.vocab_file:
         students.check_same_vocabulary(options.vocab_file, _beside(
             distillation.augment_checkpoint, "vocab.txt"), "--augment_checkpoint")
+
+
+def _augmented(kind: str, options, run_config: training.RunConfig,
+               distillation: DistillationOptions):
+    """`options` reading the augmented copy of the task's data (written now, or kept from an
+    earlier run with the same settings; `_check_augmentation` passed)."""
     task = classifier_task.resolve_task(options)
     settings = {"checkpoint": distillation.augment_checkpoint, "task": task.name,
                 "data_dir": options.data_dir, "copies": distillation.augment_copies,

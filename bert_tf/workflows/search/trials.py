@@ -15,31 +15,41 @@ Files in --output_dir:
   best.json      the trial with the best score: its record, and `output_dir` /
                  `checkpoint_dir` for --do_predict or --export_dir
 
-Running the same search again skips the trials that are done; a failed or interrupted trial
-runs again in its directory, where the fine-tuning script resumes from its last checkpoint.
+Before any trial runs, every trial's command line is parsed by the fine-tuning script's own flag
+definitions (`script_flags`): a grid value the script refuses is one error naming it.
+
+Each trial is tied to the search (`parent_death`): when the search dies, however it dies, the
+trial gets SIGTERM, saves the step in flight and exits. Running the same search again skips the
+trials that are done; a failed or interrupted trial runs again in its directory, where the
+fine-tuning script resumes from its last checkpoint; a trial of the killed search still holding
+its directory is stopped and waited for first (`bert_tf.run_lock.stop_orphaned_run`).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
-from absl import logging
+from absl import flags, logging
 
-from bert_tf import filesystem
-from bert_tf.errors import UserError
+from bert_tf import filesystem, run_lock
+from bert_tf.errors import PREEMPTED_STATUS, UserError
 from bert_tf.tasks.ner.task import DEFAULT_BEST_METRIC as NER_METRIC
 from bert_tf.tasks.squad.task import DEFAULT_BEST_METRIC as SQUAD_METRIC
 from bert_tf.training import best_checkpoint
 from bert_tf.training.log import read_eval_results
+from bert_tf.workflows.search import script_flags
 from bert_tf.workflows.search.grid import DEFAULT_SEED, PAPER_GRID, Trial, expand, parse_grid
+from bert_tf.workflows.search.parent_death import tied_command
 
 TRIALS_FILE = "trials.jsonl"
 BEST_FILE = "best.json"
@@ -85,6 +95,33 @@ def _script_name(command: Sequence[str]) -> str | None:
     return None
 
 
+def _python_script(command: Sequence[str]) -> int | None:
+    """The index of the script in `python [options] script.py ...`, else None."""
+    i = 1
+    while i < len(command) and command[i].startswith("-"):
+        if command[i] in ("-c", "-m"):
+            return None
+        i += 2 if command[i] in ("-W", "-X") else 1
+    return i if i < len(command) else None
+
+
+def command_script(command: Sequence[str]) -> tuple[str, int] | None:
+    """The file of the fine-tuning script (run_classifier, run_ner, run_squad) that `command`
+    runs, `python path/run_ner.py ...` or `bert-run-ner ...`, and the index of its first
+    flag; None for another program."""
+    program = os.path.basename(command[0])
+    index = _python_script(command) if program.startswith("python") else 0
+    if index is None:
+        return None
+    name = os.path.basename(command[index]).removesuffix(".py").replace("bert-run-", "run_")
+    if name not in DEFAULT_METRICS:
+        return None
+    if command[index].endswith(".py"):
+        return command[index], index + 1
+    spec = importlib.util.find_spec(name)  # a console script: its module
+    return (spec.origin, index + 1) if spec is not None and spec.origin else None
+
+
 def command_metric(command: Sequence[str]) -> best_checkpoint.Metric:
     """The metric a trial is scored by when it kept no best_state.json."""
     spec = command_flag(command, "best_metric")
@@ -104,6 +141,47 @@ def check_command(command: Sequence[str]) -> None:
     if command_flag(command, "output_dir") is not None:
         raise UserError("the fine-tuning command sets --output_dir: leave it out, the search "
                         "gives each trial its own directory under the search's --output_dir")
+    if shutil.which(command[0]) is None:
+        raise UserError(f"{command[0]}: no such program; give the fine-tuning command after --, "
+                        "e.g. python run_classifier.py ... or bert-run-classifier ...")
+
+
+def trial_argv(trial: Trial, options: SearchOptions) -> list[str]:
+    """The trial's command line: the command, its directory and its grid values."""
+    return [*options.command, f"--output_dir={os.path.join(options.output_dir, trial.name)}",
+            *trial.flags()]
+
+
+def check_trial_flags(options: SearchOptions, trials: Sequence[Trial],
+                      flag_values: flags.FlagValues) -> None:
+    """Parses the command and every trial's command line with the fine-tuning script's flags
+    (types, enums, ranges, validators); nothing runs. Commands of other programs pass.
+
+    Raises:
+      script_flags.TrialFlagError: naming the command, or the grid entry (`learning_rate=abc`)
+        or trial whose value the script refuses.
+    """
+    found = command_script(options.command)
+    if found is None:
+        return
+    script, first = found
+    definitions = script_flags.script_flags(script, flag_values)
+    error = script_flags.parse_error(definitions, options.command[first:])
+    if error:
+        raise script_flags.TrialFlagError(f"the fine-tuning command: {error} (python {script} "
+                                          "--helpshort lists its flags)")
+    checked = set()
+    for trial in trials:
+        for value in trial.values:
+            if value not in checked:
+                checked.add(value)
+                error = script_flags.parse_error(
+                    definitions, [*options.command[first:], f"--{value[0]}={value[1]}"])
+                if error:
+                    raise script_flags.TrialFlagError(f"--grid: {value[0]}={value[1]}: {error}")
+        error = script_flags.parse_error(definitions, trial_argv(trial, options)[first:])
+        if error:
+            raise script_flags.TrialFlagError(f"--grid: trial {trial.name}: {error}")
 
 
 def trial_result(trial_dir: str, metric: best_checkpoint.Metric) -> dict[str, Any]:
@@ -160,12 +238,14 @@ def run_trial(trial: Trial, options: SearchOptions, metric: best_checkpoint.Metr
               ) -> dict[str, Any]:
     """Runs one trial to its end (its output echoed on stderr) and returns its record."""
     trial_dir = os.path.join(options.output_dir, trial.name)
-    command = [*options.command, f"--output_dir={trial_dir}", *trial.flags()]
+    command = trial_argv(trial, options)
+    run_lock.stop_orphaned_run(trial_dir)  # a trial of a killed search may still hold it
     logging.info("trial %s: %s", trial.name, " ".join(command))
     start = time.monotonic()
     tail: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES_KEPT)
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          errors="replace") as process:
+    # Tied to this process: it gets SIGTERM (and checkpoints) when the search dies.
+    with subprocess.Popen(tied_command(command), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace") as process:
         for line in process.stdout:
             sys.stderr.write(line)
             tail.append(line.rstrip("\n"))
@@ -210,17 +290,69 @@ def format_table(records: Sequence[Mapping[str, Any]], best: Mapping[str, Any] |
                    for row in rows)
 
 
-def run_search(options: SearchOptions) -> dict[str, Any]:
+def interrupted(record: Mapping[str, Any]) -> bool:
+    """Whether a failed trial was stopped from outside (killed by a signal, or preempted after
+    a checkpoint): the same command resumes it. Any other failure would only fail again."""
+    code = record.get("exit_code")
+    return code is not None and (code < 0 or code == PREEMPTED_STATUS)
+
+
+def _error_line(record: Mapping[str, Any]) -> str:
+    """What a failed trial said last: its `error:` line, else its last line or exit status."""
+    lines = [line for line in record.get("output", []) if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    if errors:
+        return errors[-1].removeprefix("error: ")
+    return lines[-1] if lines else f"exit status {record.get('exit_code')}"
+
+
+def failure_message(failed: Sequence[Mapping[str, Any]]) -> str:
+    """The search's error line for its failed trials: interrupted ones resume when the same
+    command runs again; for another failure it names what to fix first."""
+    message = (f"{len(failed)} trial(s) failed: {', '.join(r['trial'] for r in failed)} "
+               "(trials.jsonl holds their last output lines)")
+    broken = [r for r in failed if not interrupted(r)]
+    if not broken:
+        return f"{message}; run the same command again to resume them"
+    return (f"{message}; {broken[0]['trial']} stopped on an error that running it again does "
+            f"not fix ({_error_line(broken[0])}): fix the command or --grid, then run the same "
+            "command again")
+
+
+def plan_search(options: SearchOptions, flag_values: flags.FlagValues = flags.FLAGS
+                ) -> list[Trial]:
+    """The search's trials, everything checked that can be before any runs: the command, the
+    grid, and every trial's flags by the script's own definitions (`flag_values`: the registry
+    the scripts define their flags into, left as it was). Writes nothing.
+
+    Raises:
+      UserError (script_flags.TrialFlagError for a value the script refuses): naming what to fix.
+    """
+    check_command(options.command)
+    command_metric(options.command)
+    seed = command_flag(options.command, "seed") or str(DEFAULT_SEED)
+    if not seed.lstrip("-").isdigit():
+        raise UserError(f"the fine-tuning command's --seed={seed} is not an integer")
+    trials = expand(parse_grid(options.grid), options.seeds, int(seed))
+    check_trial_flags(options, trials, flag_values)
+    return trials
+
+
+def run_search(options: SearchOptions, trials: Sequence[Trial] | None = None
+               ) -> dict[str, Any]:
     """Runs the trials not yet done, then writes trials.jsonl, best.json and prints the table.
+
+    Args:
+      options: the search.
+      trials: `plan_search(options)`'s trials when the caller planned already.
 
     Returns:
       {"trials": the records in grid order, "best": the best record (None when none is done),
        "failed": the names of the failed trials}.
     """
-    check_command(options.command)
+    if trials is None:
+        trials = plan_search(options)
     metric = command_metric(options.command)
-    base_seed = int(command_flag(options.command, "seed") or DEFAULT_SEED)
-    trials = expand(parse_grid(options.grid), options.seeds, base_seed)
     filesystem.makedirs(options.output_dir)
     records = read_trials(options.output_dir)
     for number, trial in enumerate(trials, 1):

@@ -161,9 +161,32 @@ def test_label_lists_in_another_order_are_refused(runs):
     shutil.copytree(runs["teacher"], teacher)
     with open(os.path.join(teacher, "label_list.txt"), "w", encoding="utf-8") as f:
         f.write("1\n0\n")
-    with pytest.raises(UserError, match=r"labels \['0', '1'\] differ from the teacher's "
+    with pytest.raises(UserError, match=r"the student's data \(--data_dir=.*\): labels "
+                                        r"\['0', '1'\] differ from the teacher's "
                                         r"\['1', '0'\].*order"):
         _distill(runs, "reordered", teacher_dir=teacher)
+    # Found before any data was converted or anything written.
+    assert not os.path.exists(runs["dir"] / "reordered")
+
+
+def test_the_teachers_vocabulary_is_the_default(runs):
+    teacher = str(runs["dir"] / "teacher_with_vocab")
+    shutil.copytree(runs["teacher"], teacher)
+    options = dict(teacher_dir=teacher, student_config=runs["student_config"],
+                   stages=("prediction",))
+    task_options = dataclasses.replace(runs["options"], vocab_file=None, do_eval=False,
+                                       do_predict=False, export_dir=None)
+    run_config = training.RunConfig(output_dir=str(runs["dir"] / "teacher_vocab"),
+                                    train_batch_size=8)
+    with pytest.raises(UserError, match=r"--vocab_file is required: the teacher \(.*"
+                                        r"teacher_with_vocab\) has no vocab.txt"):
+        distillation.run_distillation("classifier", task_options, run_config,
+                                      distillation.DistillationOptions(**options))
+    assert not os.path.exists(run_config.output_dir)
+    shutil.copy(runs["vocab_file"], os.path.join(teacher, "vocab.txt"))
+    out = distillation.run_distillation("classifier", task_options, run_config,
+                                        distillation.DistillationOptions(**options))
+    assert out["stages"]["prediction"]["train"]["global_step"] == 3  # 24 sentences, batch 8
 
 
 def test_attention_distillation_needs_equal_head_counts(runs):
