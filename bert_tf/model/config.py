@@ -132,6 +132,12 @@ class BertConfig:
         """The width of the word-embedding table: H for BERT (ALBERT's is E)."""
         return self.hidden_size
 
+    @property
+    def embedding_projection(self) -> str | None:
+        """The name of the Dense E → H after the embeddings, as the family's checkpoints name
+        it; None where the embeddings are H wide already (BERT)."""
+        return None
+
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
         """Reads a `bert_config.json` (the original's or ours)."""

@@ -309,15 +309,36 @@ def _float32_rows(table, index: tf.Tensor) -> tf.Tensor:
 
 
 class BertEmbeddings(keras.layers.Layer):
-    """word + token type + position embeddings → LayerNorm → dropout, for the real tokens.
+    """word + token type + position embeddings of width E → LayerNorm → dropout, for the real
+    tokens, then the family's projection E → H where it has one (every family's embeddings).
 
     The rows are gathered before any cast (casting a [V,H] table every step would cost more
     than the lookup); the sum, LayerNorm and dropout run in float32, the start of the float32
-    residual stream (tables in bfloat16, as in a bfloat16 export, are cast row by row).
+    residual stream (tables in bfloat16, as in a bfloat16 export, are cast row by row); the
+    projection, a Dense named as the family's checkpoints name it
+    (`config.embedding_projection`: ALBERT's `embedding_hidden_mapping_in`, ELECTRA's
+    `embeddings_project`), runs in the compute dtype.
+
+    `shared`: another BertEmbeddings whose tables, LayerNorm and dropout these use, with a
+    projection of their own (ELECTRA's generator over the discriminator's embeddings).
     """
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, shared: "BertEmbeddings | None" = None, **kwargs):
         super().__init__(autocast=False, **kwargs)
+        self.projection_name = config.embedding_projection
+        if shared is not None:
+            self.shared = shared
+        else:
+            self._make_tables(config)
+        # After the tables: the variables keep the order that earlier checkpoints' optimizer
+        # slots follow.
+        if self.projection_name:
+            setattr(self, self.projection_name, Dense(
+                config, config.hidden_size, config.embedding_width, name=self.projection_name,
+                dtype=self.dtype_policy))
+        self.built = True  # every variable exists already; shapes come from the config
+
+    def _make_tables(self, config: BertConfig) -> None:
         init = initializer(config)
         h = config.embedding_width  # H for BERT, E for ALBERT
         self.word_embeddings = self.add_weight(
@@ -331,11 +352,20 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = Dropout(config.hidden_dropout_prob, autocast=False,
                                dtype=self.dtype_policy)
         self.max_positions = config.max_position_embeddings
-        self.built = True  # every variable exists already; shapes come from the config
 
     def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
              training=False) -> tf.Tensor:
-        """input_ids, segment_ids: int32 [B,S] → float32 [T,H] (the real tokens)."""
+        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens): float32, or in the
+        compute dtype where projected."""
+        tables = getattr(self, "shared", self)
+        embedded = tables.embed(input_ids, segment_ids, layout, training)  # [T,E]
+        if not self.projection_name:
+            return embedded
+        return getattr(self, self.projection_name)(embedded)
+
+    def embed(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
+              training) -> tf.Tensor:
+        """input_ids, segment_ids: int32 [B,S] → float32 [T,E]: the tables' sum, normalized."""
         if input_ids.shape[1] is not None and input_ids.shape[1] > self.max_positions:
             raise ValueError(
                 f"sequence length {input_ids.shape[1]} exceeds max_position_embeddings "

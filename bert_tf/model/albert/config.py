@@ -64,6 +64,11 @@ class AlbertConfig(BertConfig):
         """E: the width of the word-embedding table (projected to H before the first layer)."""
         return self.embedding_size
 
+    @property
+    def embedding_projection(self) -> str:
+        """google-research/albert's `embedding_hidden_mapping_in` (always present)."""
+        return "embedding_hidden_mapping_in"
+
     def group_of_layer(self, layer: int) -> int:
         """The group whose blocks layer `layer` runs, as google-research/albert computes it."""
         return int(layer / (self.num_hidden_layers / self.num_hidden_groups))

@@ -29,26 +29,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model.albert.config import AlbertConfig
-from bert_tf.model.electra.config import ElectraConfig
-from bert_tf.model.electra.modeling import ElectraEncoder
-from bert_tf.model.encoder import BertEmbeddings, BertEncoder, Dense, TokenLayout, TransformerBlock
-
-
-class AlbertEmbeddings(BertEmbeddings):
-    """BERT's embeddings at width E, then `embedding_hidden_mapping_in` (Dense E → H)."""
-
-    def __init__(self, config: AlbertConfig, **kwargs):
-        super().__init__(config, **kwargs)
-        self.embedding_hidden_mapping_in = Dense(
-            config, config.hidden_size, config.embedding_size, name="embedding_hidden_mapping_in",
-            dtype=self.dtype_policy)
-
-    def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
-             training=False) -> tf.Tensor:
-        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens) in the compute dtype
-        (the projection E → H)."""
-        embedded = super().call(input_ids, segment_ids, layout=layout, training=training)  # [T,E]
-        return self.embedding_hidden_mapping_in(embedded)
+from bert_tf.model.encoder import BertEncoder, TokenLayout, TransformerBlock
 
 
 class AlbertLayerGroup(keras.layers.Layer):
@@ -85,9 +66,6 @@ class AlbertEncoder(BertEncoder):
     `transformer_layers` lists what layer i runs: the block of group `group_of_layer(i)` (the
     same object for every layer of a group), or the group itself when it holds several blocks.
     """
-
-    def _make_embeddings(self, config: AlbertConfig, policy) -> AlbertEmbeddings:
-        return AlbertEmbeddings(config, name="embeddings", dtype=policy)
 
     def _make_blocks(self, config: AlbertConfig, policy) -> None:
         """G shared groups `group_{g}`, not L blocks."""

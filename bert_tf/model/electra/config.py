@@ -71,6 +71,11 @@ class ElectraConfig(BertConfig):
         """Whether the embeddings are projected from E to H (`embeddings_project`)."""
         return self.embedding_width != self.hidden_size
 
+    @property
+    def embedding_projection(self) -> str | None:
+        """google-research/electra's `embeddings_project`, where E differs from H."""
+        return "embeddings_project" if self.projects_embeddings else None
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "ElectraConfig":
         return super().from_dict({k: v for k, v in values.items() if k != "model_type"})

@@ -21,36 +21,12 @@ import tensorflow as tf
 
 from bert_tf.model import heads
 from bert_tf.model.electra.config import ElectraConfig
-from bert_tf.model.encoder import BertEmbeddings, BertEncoder, Dense, TokenLayout, get_activation
-
-
-class ElectraEmbeddings(BertEmbeddings):
-    """BERT's embeddings at width E, then `embeddings_project` (Dense E → H) where E ≠ H."""
-
-    def __init__(self, config: ElectraConfig, **kwargs):
-        super().__init__(config, **kwargs)
-        self.embeddings_project = None
-        if config.projects_embeddings:
-            self.embeddings_project = Dense(
-                config, config.hidden_size, config.embedding_width, name="embeddings_project",
-                dtype=self.dtype_policy)
-
-    def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
-             training=False) -> tf.Tensor:
-        """input_ids, segment_ids: int32 [B,S] → [T,H] (the real tokens): projected in the compute
-        dtype, else float32."""
-        embedded = super().call(input_ids, segment_ids, layout=layout, training=training)  # [T,E]
-        if self.embeddings_project is None:
-            return embedded
-        return self.embeddings_project(embedded)
+from bert_tf.model.encoder import BertEmbeddings, BertEncoder, Dense, get_activation
 
 
 class ElectraEncoder(BertEncoder):
     """The ELECTRA encoder: BertEncoder's inputs, outputs and `call`; `pooled_output` is the
     last layer's vector of the first token ([CLS]), unchanged, as google-research/electra's."""
-
-    def _make_embeddings(self, config: ElectraConfig, policy) -> ElectraEmbeddings:
-        return ElectraEmbeddings(config, name="embeddings", dtype=policy)
 
     def _make_pooler(self, config: ElectraConfig, policy) -> None:
         return None
@@ -94,43 +70,22 @@ class DiscriminatorModel(keras.Model):
         return {"discriminator_logits": self.discriminator(sequence)}
 
 
-class _SharedEmbeddings(keras.layers.Layer):
-    """The generator's embeddings: the discriminator's tables and LayerNorm (`shared`, the same
-    variables), then its own `embeddings_project` (E → the generator's H) where the widths
-    differ, as google-research/electra's generator."""
-
-    def __init__(self, config: ElectraConfig, shared: ElectraEmbeddings, **kwargs):
-        super().__init__(**kwargs)
-        self.shared = shared
-        self.embeddings_project = None
-        if config.projects_embeddings:
-            self.embeddings_project = Dense(
-                config, config.hidden_size, config.embedding_width, name="embeddings_project",
-                dtype=self.dtype_policy)
-        self.built = True
-
-    def call(self, input_ids: tf.Tensor, segment_ids: tf.Tensor, layout: TokenLayout,
-             training=False) -> tf.Tensor:
-        embedded = BertEmbeddings.call(self.shared, input_ids, segment_ids, layout=layout,
-                                       training=training)  # [T,E]
-        if self.embeddings_project is None:
-            return embedded
-        return self.embeddings_project(embedded)
-
-
 class GeneratorEncoder(ElectraEncoder):
     """The generator's encoder (its own config, see `ElectraConfig.generator`), over the
     discriminator's embeddings."""
 
-    def __init__(self, config: ElectraConfig, shared: ElectraEmbeddings, **kwargs):
+    def __init__(self, config: ElectraConfig, shared: BertEmbeddings, **kwargs):
         # Read by _make_embeddings during BertEncoder.__init__; a tuple so Keras does not track
         # it twice.
         object.__setattr__(self, "_shared_embeddings", (shared,))
         super().__init__(config, **kwargs)
 
-    def _make_embeddings(self, config: ElectraConfig, policy) -> _SharedEmbeddings:
-        return _SharedEmbeddings(config, self._shared_embeddings[0], name="embeddings",
-                                 dtype=policy)
+    def _make_embeddings(self, config: ElectraConfig, policy) -> BertEmbeddings:
+        """The discriminator's tables and LayerNorm (the same variables), then its own
+        `embeddings_project` (E → the generator's H) where the widths differ, as
+        google-research/electra's generator."""
+        return BertEmbeddings(config, shared=self._shared_embeddings[0], name="embeddings",
+                              dtype=policy)
 
 
 def gumbel_noise(uniform: tf.Tensor) -> tf.Tensor:
