@@ -152,7 +152,10 @@ class MultitaskTask(training.Task):
     features (zeros but for its own task). Only the batch's task's model runs
     (`tf.switch_case`); its loss terms and metrics are that task's own, named
     `<task>_<term>` / `<task>_<metric>`: the other tasks' terms have a zero normalizer and
-    count nowhere. The other heads get a zero gradient on that step."""
+    count nowhere. Each task's head is a variable group (`variable_groups`): a step updates
+    the encoder and the head of its batch's task, and leaves the other heads and their
+    optimizer moments exactly as they were (as if each head had an optimizer of its own, as
+    MT-DNN and TF Model Garden's multi-task trainer step only the sampled task's head)."""
 
     def __init__(self, bert_config: BertConfig, tasks: list[PreparedTask]):
         self.bert_config, self.tasks = bert_config, tasks
@@ -169,6 +172,19 @@ class MultitaskTask(training.Task):
         model = MultitaskModel(self.bert_config, self.tasks)
         self._figure_names = [self._probe(k, model) for k in range(len(self.tasks))]
         return model
+
+    def variable_groups(self, model: MultitaskModel) -> list[int] | None:
+        """Task k's head variables form group k, the encoder's are -1 (every step); None with
+        one task, whose every step trains every variable (the single-task script's run)."""
+        if model.num_tasks == 1:
+            return None
+        owner = {id(variable): k for k, task_model in enumerate(model.task_models)
+                 for variable in task_model.trainable_variables}
+        owner.update({id(variable): -1 for variable in model.encoder.trainable_variables})
+        return [owner[id(variable)] for variable in model.trainable_variables]
+
+    def trained_groups(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        return tf.one_hot(features[TASK_ID][0], len(self.tasks)) > 0
 
     def task_features(self, features: Mapping[str, tf.Tensor], k: int) -> dict[str, tf.Tensor]:
         """Task k's own features (the names its loop task reads) from a mixed batch."""
