@@ -53,6 +53,7 @@ _CPD = ("--vocab_file={d}/vocab.txt", "--max_seq_length=16", "--max_predictions_
 _CLS = ("--task_name=MRPC", "--do_train", "--max_seq_length=16", *_MODEL)
 _SQUAD = ("--max_seq_length=32", "--max_query_length=8", *_MODEL)
 _NER = ("--do_train", "--max_seq_length=16", *_MODEL)
+_MT = ("--do_train", "--max_seq_length=16", *_MODEL)
 _EXTRACT = ("--input_file={d}/lines.txt", "--output_file={d}/features.jsonl",
             "--max_seq_length=16", "--layers=-1")
 
@@ -173,6 +174,14 @@ CASES = [
     Case("ner_empty_file", "run_ner.py",
          ("--data_dir={d}/ner_empty", "--output_dir={d}/ner3", *_NER),
          "ner_empty/train.txt: no sentences", absent=("ner3/checkpoint",)),
+    # run_multitask.py: every task's files are read before the first task's are converted
+    Case("multitask_second_task_data_missing", "run_multitask.py",
+         ("--tasks={d}/tasks_missing.json", "--output_dir={d}/mt1", *_MT),
+         "ner_missing/train.txt: tagging file not found",
+         absent=("mt1/good", "mt1/task_schedule.json", "mt1/checkpoint")),
+    Case("multitask_second_task_bad_label", "run_multitask.py",
+         ("--tasks={d}/tasks_label.json", "--output_dir={d}/mt2", *_MT),
+         "glue_label/train.tsv:3", absent=("mt2/good", "mt2/task_schedule.json")),
     # extract_features.py
     Case("extract_missing_input", "extract_features.py",
          ("--input_file={d}/missing_lines.txt", "--output_file={d}/features1.jsonl",
@@ -233,6 +242,10 @@ def write_inputs(d: str) -> None:
     _write(f"{d}/ner_columns/train.txt", "the O\ncat B-PER\nsat\n")
     _write(f"{d}/ner_label/train.txt", "the O\ncat B-LOC\n")
     _write(f"{d}/ner_empty/train.txt", "\n\n")
+    good = {"name": "good", "type": "classifier", "task_name": "MRPC", "data_dir": "glue_good"}
+    for name, second in (("missing", {"name": "tags", "type": "ner", "data_dir": "ner_missing"}),
+                         ("label", {**good, "name": "labels", "data_dir": "glue_label"})):
+        _write(f"{d}/tasks_{name}.json", json.dumps({"tasks": [good, second]}))
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +264,7 @@ def test_the_sweep_covers_every_script_with_27_cases():
     scripts = {case.script for case in CASES}
     assert len(CASES) >= 27 and len({case.name for case in CASES}) == len(CASES)
     assert scripts == {"create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
-                       "run_squad.py", "run_ner.py", "extract_features.py"}
+                       "run_squad.py", "run_ner.py", "extract_features.py", "run_multitask.py"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)

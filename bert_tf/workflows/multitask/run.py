@@ -43,6 +43,7 @@ from bert_tf.model import models
 from bert_tf.model.albert.modeling import build_encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.classifier import features as classifier_features
+from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier.task import (ClassifierOptions, ClassifierTask, PreparedClassifier,
                                            default_metric, prepare as prepare_classifier,
                                            resolve_task, run_classifier)
@@ -97,6 +98,34 @@ class PreparedTask:
         spec = self.train_input_fn(None, 1).element_spec
         return {name: tf.TensorSpec(value.shape[1:], value.dtype)
                 for name, value in spec.items() if name not in MODEL_INPUTS}
+
+
+def check_task_files(entries: list[TaskEntry], splits: tuple[str, ...]) -> None:
+    """Reads every task's files of `splits` ("train", "dev", "test") as its script would, so
+    that a missing or malformed file of any task (a bad row, a classifier label outside its
+    list) fails before the first task's data is converted and anything is written."""
+    for entry in entries:
+        options = entry.options
+        if entry.kind == "classifier":
+            spec = resolve_task(options)
+            for split in splits:
+                classification.read_examples(spec, options.data_dir, split)
+            continue
+        files = {"train": options.train_file, "dev": options.dev_file,
+                 "test": options.test_file}
+        for split in splits:
+            tagging.read_sentences(options.path(files[split]), options.data_format)
+
+
+def _splits_read(options: MultitaskOptions) -> tuple[str, ...]:
+    """The splits the run converts: train to train (or --refine), dev to evaluate (at the end
+    or during training), test to predict."""
+    shared = options.shared
+    evaluates = (options.do_eval or shared.eval_every_n_steps or shared.eval_every_epoch
+                 or shared.best_metric)
+    wanted = (("train", shared.do_train or options.refine), ("dev", evaluates),
+              ("test", shared.do_predict))
+    return tuple(split for split, read in wanted if read)
 
 
 def task_dir(output_dir: str, name: str) -> str:
@@ -393,6 +422,7 @@ def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
     entries = read_tasks_file(options.tasks_file, shared)
     bert_config = shared.load_bert_config(run_config)
     tokenizer = shared.create_tokenizer(run_config.init_checkpoint, bert_config)
+    check_task_files(entries, _splits_read(options))
     filesystem.makedirs(run_config.output_dir)
     tasks = [prepare_task(entry, task_dir(run_config.output_dir, entry.name), bert_config,
                           tokenizer, run_config) for entry in entries]
