@@ -62,6 +62,7 @@ _DISTILL = ("--task_name=MRPC", "--data_dir={d}/glue_good", "--do_train", "--max
 # What a distillation must not leave when it stops on an error: its student config, the
 # data's label list and records, the first stage's run.
 _DISTILLED = ("student_config.json", "label_list.txt", "train.tf_record", "intermediate")
+_MT = ("--do_train", "--max_seq_length=16", *_MODEL)
 _EXTRACT = ("--input_file={d}/lines.txt", "--output_file={d}/features.jsonl",
             "--max_seq_length=16", "--layers=-1")
 
@@ -213,6 +214,14 @@ CASES = [
           "--output_dir={d}/dist4"),
          "vocab.txt: 17 tokens, but the model's config has vocab_size 9",
          absent=tuple(f"dist4/{name}" for name in _DISTILLED)),
+    # run_multitask.py: every task's files are read before the first task's are converted
+    Case("multitask_second_task_data_missing", "run_multitask.py",
+         ("--tasks={d}/tasks_missing.json", "--output_dir={d}/mt1", *_MT),
+         "ner_missing/train.txt: tagging file not found",
+         absent=("mt1/good", "mt1/task_schedule.json", "mt1/checkpoint")),
+    Case("multitask_second_task_bad_label", "run_multitask.py",
+         ("--tasks={d}/tasks_label.json", "--output_dir={d}/mt2", *_MT),
+         "glue_label/train.tsv:3", absent=("mt2/good", "mt2/task_schedule.json")),
     # extract_features.py
     Case("extract_missing_input", "extract_features.py",
          ("--input_file={d}/missing_lines.txt", "--output_file={d}/features1.jsonl",
@@ -280,6 +289,10 @@ def write_inputs(d: str) -> None:
         config.replace(vocab_size=size).to_json_file(f"{d}/{name}/bert_config.json")
         if vocabulary:
             _write(f"{d}/{name}/vocab.txt", "\n".join(vocab) + "\n")
+    good = {"name": "good", "type": "classifier", "task_name": "MRPC", "data_dir": "glue_good"}
+    for name, second in (("missing", {"name": "tags", "type": "ner", "data_dir": "ner_missing"}),
+                         ("label", {**good, "name": "labels", "data_dir": "glue_label"})):
+        _write(f"{d}/tasks_{name}.json", json.dumps({"tasks": [good, second]}))
 
 
 @pytest.fixture(scope="module")
@@ -299,7 +312,7 @@ def test_the_sweep_covers_every_script_with_27_cases():
     assert len(CASES) >= 27 and len({case.name for case in CASES}) == len(CASES)
     assert scripts == {"create_pretraining_data.py", "run_pretraining.py", "run_classifier.py",
                        "run_squad.py", "run_ner.py", "extract_features.py", "search.py",
-                       "run_distillation.py"}
+                       "run_distillation.py", "run_multitask.py"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)

@@ -109,6 +109,18 @@ class Task:
         """A fresh model; called inside the strategy's scope under the run's dtype policy."""
         raise NotImplementedError
 
+    def variable_groups(self, model: keras.Model) -> list[int] | None:
+        """Variables that only some batches train (a multi-task run's heads): one group number
+        per variable of `model.trainable_variables`, -1 for those every batch trains; None (the
+        default) when every batch trains every variable. A variable of group g >= 0 is updated,
+        moments and weight decay included, only on steps whose `trained_groups` flag g."""
+        return None
+
+    def trained_groups(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        """[groups] bool: the groups of `variable_groups` this (replica's) batch trains; the
+        step trains the groups any replica's batch flags."""
+        raise NotImplementedError
+
     def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
                 training: bool, static_shapes: bool = False) -> Mapping[str, tf.Tensor]:
         """The model's outputs for one batch. `static_shapes`: the step's shapes must not depend
@@ -207,7 +219,8 @@ class _Run:
                     lr_power=config.lr_power,
                     learning_rate_multipliers=task.learning_rate_multipliers,
                     variable_rate_factors=_layerwise_factors(self.model,
-                                                             config.layerwise_lr_decay))
+                                                             config.layerwise_lr_decay),
+                    variable_groups=task.variable_groups(self.model))
                 # Built now so that a restore fills the slots at once and XLA sees no new variables.
                 self.optimizer.build(self.model.trainable_variables)
                 objects["optimizer"] = self.optimizer

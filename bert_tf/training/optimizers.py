@@ -87,6 +87,17 @@ _FUSED = {adamw_update: tf.function(adamw_update, jit_compile=True),
           lamb_update: tf.function(lamb_update, jit_compile=True)}
 
 
+class _TrainedGroups:
+    """The per-step flags of `variable_groups`, kept out of checkpoints: a plain object, which
+    tf.train.Checkpoint does not track, holds the variable (set before every update, it is no
+    state to resume, and a checkpoint written without it restores as before)."""
+
+    def __init__(self, groups: int):
+        self.flags = tf.Variable(tf.ones([groups]), trainable=False, name="trained_groups",
+                                 synchronization=tf.VariableSynchronization.ON_READ,
+                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
 class _BertOptimizer(keras.optimizers.Optimizer):
     """Shared parts: replica all-reduce, global-norm clipping, weight-decay exclusion by path.
 
@@ -112,6 +123,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
                  clip_norm: float | None = 1.0, fuse_update: bool = True,
                  learning_rate_multipliers: Mapping[str, float] | None = None,
                  variable_rate_factors: Sequence[float] | None = None,
+                 variable_groups: Sequence[int] | None = None,
                  name: str | None = None, **kwargs):
         for arg in ("weight_decay", "global_clipnorm", "clipnorm", "clipvalue"):
             if kwargs.get(arg) is not None:
@@ -136,6 +148,9 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         self.learning_rate_multipliers = dict(learning_rate_multipliers or {})
         self.variable_rate_factors = (None if variable_rate_factors is None
                                       else [float(f) for f in variable_rate_factors])
+        self.variable_groups = None if variable_groups is None else [int(g) for g in
+                                                                     variable_groups]
+        self._trained_groups: _TrainedGroups | None = None
 
     def build(self, var_list):
         if self.built:
@@ -163,6 +178,18 @@ class _BertOptimizer(keras.optimizers.Optimizer):
             0.0, trainable=False, name="gradient_norm",
             synchronization=tf.VariableSynchronization.ON_READ,
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        if self.variable_groups is not None:
+            if len(self.variable_groups) != len(var_list):
+                raise ValueError(f"{len(self.variable_groups)} variable_groups for "
+                                 f"{len(var_list)} variables: give one per variable")
+            self._trained_groups = _TrainedGroups(max(self.variable_groups) + 1)
+
+    def set_trained_groups(self, trained: tf.Tensor) -> None:
+        """Which groups of `variable_groups` the next update trains: `trained` [groups] bool,
+        the same on every replica. Call it in the replica context, before `apply`."""
+        if self._trained_groups is None:
+            raise ValueError("set_trained_groups needs an optimizer built with variable_groups")
+        self._trained_groups.flags.assign(tf.cast(trained, tf.float32))
 
     def uses_weight_decay(self, variable) -> bool:
         """Whether `variable` (one the optimizer was built with) is decayed."""
@@ -202,9 +229,14 @@ class _BertOptimizer(keras.optimizers.Optimizer):
             learning_rate = learning_rate * self._rate_factors[index]
         if self.fuse_update:
             function = _FUSED[function]
-        new_values = function(
-            tf.convert_to_tensor(variable), tf.convert_to_tensor(m), tf.convert_to_tensor(v),
-            tf.cast(gradient, variable.dtype), tf.cast(learning_rate, variable.dtype), **options)
+        old_values = (tf.convert_to_tensor(variable), tf.convert_to_tensor(m),
+                      tf.convert_to_tensor(v))
+        new_values = function(*old_values, tf.cast(gradient, variable.dtype),
+                              tf.cast(learning_rate, variable.dtype), **options)
+        group = self.variable_groups[index] if self.variable_groups is not None else -1
+        if group >= 0:  # a variable of a group this update may not train: kept as it was
+            trained = self._trained_groups.flags[group] > 0
+            new_values = [tf.where(trained, new, old) for new, old in zip(new_values, old_values)]
         for target, value in zip((variable, m, v), new_values):
             self.assign(target, value)
 
@@ -221,6 +253,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
                       fuse_update=self.fuse_update,
                       learning_rate_multipliers=dict(self.learning_rate_multipliers),
                       variable_rate_factors=self.variable_rate_factors,
+                      variable_groups=self.variable_groups,
                       exclude_from_weight_decay=list(self.exclude_from_weight_decay_patterns))
         return config
 
@@ -243,6 +276,10 @@ class AdamWeightDecay(_BertOptimizer):
         variable_rate_factors: one factor of the scheduled rate per variable of the list the
             optimizer is built with, in its order (layer-wise decay:
             `schedules.layerwise_rate_factors`); multiplies `learning_rate_multipliers`.
+        variable_groups: one group number per variable of that list, -1 for a variable every
+            update trains; a variable of group g >= 0 (a multi-task run's head) is updated,
+            with its moments and weight decay, only by updates whose `set_trained_groups`
+            flags g, and left exactly as it was by the others.
         name: optimizer name (default: the class name).
         **kwargs: other Keras optimizer arguments (`gradient_accumulation_steps`, ...).
     """

@@ -13,7 +13,9 @@ each replica then differentiates its own share, and the optimizer sums the share
 Variables the loss does not reach (e.g. the pooler under a span or tagging head) get no
 gradient: as in the original, they are left out of the update altogether (no Adam step, no weight
 decay) and out of the global norm used for clipping. Which variables those are is known when the
-step is traced, so every replica and every micro-batch leaves out the same ones.
+step is traced, so every replica and every micro-batch leaves out the same ones. Variables that
+only some batches reach (a multi-task run's heads: `Task.variable_groups`) are left as they are,
+moments included, on the steps whose batches do not train them (`Task.trained_groups`).
 
 Every step returns GLOBAL figures (identical on every replica), see `_figures`.
 """
@@ -105,6 +107,7 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
     """
     variables = model.trainable_variables
     static_shapes = _needs_static_shapes(jit_compile)
+    grouped = task.variable_groups(model) is not None
 
     def gradients(features, normalizers):
         with tf.GradientTape() as tape:
@@ -160,6 +163,9 @@ def make_train_step(task, model, optimizer, *, accumulation_steps: int, loss_sca
 
     def step(features):
         normalizers = _global_normalizers(task, features)
+        if grouped:  # the groups any replica's batch trains
+            trained = _all_reduce(tf.cast(task.trained_groups(features), tf.float32)) > 0
+            getattr(optimizer, "inner_optimizer", optimizer).set_trained_groups(trained)
         (learning_rate, gradient_norm), losses, metrics, counts = compute_and_apply(features,
                                                                                    normalizers)
         figures = _figures(task, losses, normalizers, metrics, counts)

@@ -43,6 +43,7 @@ from bert_tf.model import models
 from bert_tf.model.families import build_encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.classifier import features as classifier_features
+from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier.task import (ClassifierOptions, ClassifierTask, PreparedClassifier,
                                            default_metric, prepare as prepare_classifier,
                                            resolve_task, run_classifier)
@@ -99,6 +100,34 @@ class PreparedTask:
                 for name, value in spec.items() if name not in MODEL_INPUTS}
 
 
+def check_task_files(entries: list[TaskEntry], splits: tuple[str, ...]) -> None:
+    """Reads every task's files of `splits` ("train", "dev", "test") as its script would, so
+    that a missing or malformed file of any task (a bad row, a classifier label outside its
+    list) fails before the first task's data is converted and anything is written."""
+    for entry in entries:
+        options = entry.options
+        if entry.kind == "classifier":
+            spec = resolve_task(options)
+            for split in splits:
+                classification.read_examples(spec, options.data_dir, split)
+            continue
+        files = {"train": options.train_file, "dev": options.dev_file,
+                 "test": options.test_file}
+        for split in splits:
+            tagging.read_sentences(options.path(files[split]), options.data_format)
+
+
+def _splits_read(options: MultitaskOptions) -> tuple[str, ...]:
+    """The splits the run converts: train to train (or --refine), dev to evaluate (at the end
+    or during training), test to predict."""
+    shared = options.shared
+    evaluates = (options.do_eval or shared.eval_every_n_steps or shared.eval_every_epoch
+                 or shared.best_metric)
+    wanted = (("train", shared.do_train or options.refine), ("dev", evaluates),
+              ("test", shared.do_predict))
+    return tuple(split for split, read in wanted if read)
+
+
 def task_dir(output_dir: str, name: str) -> str:
     return os.path.join(output_dir, name)
 
@@ -152,7 +181,10 @@ class MultitaskTask(training.Task):
     features (zeros but for its own task). Only the batch's task's model runs
     (`tf.switch_case`); its loss terms and metrics are that task's own, named
     `<task>_<term>` / `<task>_<metric>`: the other tasks' terms have a zero normalizer and
-    count nowhere. The other heads get a zero gradient on that step."""
+    count nowhere. Each task's head is a variable group (`variable_groups`): a step updates
+    the encoder and the head of its batch's task, and leaves the other heads and their
+    optimizer moments exactly as they were (as if each head had an optimizer of its own, as
+    MT-DNN and TF Model Garden's multi-task trainer step only the sampled task's head)."""
 
     def __init__(self, bert_config: BertConfig, tasks: list[PreparedTask]):
         self.bert_config, self.tasks = bert_config, tasks
@@ -169,6 +201,19 @@ class MultitaskTask(training.Task):
         model = MultitaskModel(self.bert_config, self.tasks)
         self._figure_names = [self._probe(k, model) for k in range(len(self.tasks))]
         return model
+
+    def variable_groups(self, model: MultitaskModel) -> list[int] | None:
+        """Task k's head variables form group k, the encoder's are -1 (every step); None with
+        one task, whose every step trains every variable (the single-task script's run)."""
+        if model.num_tasks == 1:
+            return None
+        owner = {id(variable): k for k, task_model in enumerate(model.task_models)
+                 for variable in task_model.trainable_variables}
+        owner.update({id(variable): -1 for variable in model.encoder.trainable_variables})
+        return [owner[id(variable)] for variable in model.trainable_variables]
+
+    def trained_groups(self, features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+        return tf.one_hot(features[TASK_ID][0], len(self.tasks)) > 0
 
     def task_features(self, features: Mapping[str, tf.Tensor], k: int) -> dict[str, tf.Tensor]:
         """Task k's own features (the names its loop task reads) from a mixed batch."""
@@ -377,6 +422,7 @@ def run_multitask(options: MultitaskOptions, run_config: training.RunConfig,
     entries = read_tasks_file(options.tasks_file, shared)
     bert_config = shared.load_bert_config(run_config)
     tokenizer = shared.create_tokenizer(run_config.init_checkpoint, bert_config)
+    check_task_files(entries, _splits_read(options))
     filesystem.makedirs(run_config.output_dir)
     tasks = [prepare_task(entry, task_dir(run_config.output_dir, entry.name), bert_config,
                           tokenizer, run_config) for entry in entries]
