@@ -33,6 +33,7 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
+from bert_tf.serving import precision as export_dtypes
 from bert_tf.serving.saved_model import model_inputs_spec, require_tensorflow_text
 from bert_tf.training.finetuning import MODEL_INPUTS
 
@@ -100,6 +101,21 @@ def check_precision(precision: str, runtime: str) -> None:
                         "(pip install 'bert_tf[openvino]'; docs/serving.md, OpenVINO exports)")
     if runtime not in ("tensorflow", "openvino"):
         raise UserError(f"--export_runtime must be tensorflow or openvino, got {runtime!r}")
+
+
+def check_export(precision: str, runtime: str, exporting: bool,
+                 calibration_examples: int = DEFAULT_CALIBRATION_EXAMPLES) -> None:
+    """Stops before any work when a script's export flags cannot be honoured: the precision
+    and runtime (`check_precision`) and, for an OpenVINO export, the extra and the count of
+    calibration examples."""
+    check_precision(precision, runtime)
+    if runtime == "tensorflow":
+        export_dtypes.check_export_dtype(precision)
+    elif exporting:
+        require_openvino()
+        if calibration_examples < 1:
+            raise UserError(f"--int8_calibration_examples={calibration_examples}: give a "
+                            "positive number")
 
 
 def relative_loss(reference: float, candidate: float) -> float:
@@ -213,8 +229,18 @@ def _run_prepared(batches, model: Callable, finish) -> dict[str, np.ndarray]:
         state = {k: v for k, v in prepared.items() if k not in MODEL_INPUTS}
         for name, value in _numpy(finish(**{**outputs, **state})).items():
             rows.setdefault(name, []).append(value)
-    return {name: np.concatenate(values) if values[0].ndim else np.stack(values)
-            for name, values in rows.items()}
+    return {name: _concat_rows(values) for name, values in rows.items()}
+
+
+def _concat_rows(batches: list[np.ndarray]) -> np.ndarray:
+    """The batches' rows in one array, each padded ("" or 0) to the widest batch's shape (a
+    tagger's `tags` [B,W] are as wide as each batch's longest sentence)."""
+    if not batches[0].ndim:
+        return np.stack(batches)
+    shape = np.max([b.shape[1:] for b in batches], axis=0)
+    padded = [np.pad(b, [(0, 0)] + [(0, int(n) - m) for n, m in zip(shape, b.shape[1:])],
+                     constant_values=b"" if b.dtype == object else 0) for b in batches]
+    return np.concatenate(padded)
 
 
 def _compiled_call(compiled, output_names: Sequence[str]) -> Callable:

@@ -150,3 +150,47 @@ def test_loss_past_the_threshold_is_refused_with_the_figures():
         "0.8000, int8 0.7800 (-2.50% relative), 97.0% of answers unchanged; not written (raise "
         "the flag, or give more --int8_calibration_examples)")
     assert "\n" not in str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def tagger_exports(tmp_path_factory):
+    """A one-layer tiny tagger trained one epoch on the demo NER set, exported by TensorFlow and
+    by OpenVINO in int8 (windows of 12 pieces: long sentences span several)."""
+    require_extra("openvino", "openvino")
+    from bert_tf.tasks.ner import task as ner_task
+
+    directory = tmp_path_factory.mktemp("openvino_ner")
+    demo = os.path.join(REPO, "demo", "data", "ner")
+    vocab_file, config_file = write_tiny_model(directory, words_of_files(
+        os.path.join(demo, name) for name in ("train.txt", "dev.txt", "test.txt")),
+        num_hidden_layers=1)
+    common = dict(data_dir=demo, bert_config_file=config_file, vocab_file=vocab_file,
+                  max_seq_length=12, window_overlap=4)
+    run_config = training.RunConfig(output_dir=str(directory / "run"), train_batch_size=16,
+                                    learning_rate=5e-3)
+    ner_task.run_ner(ner_task.NerOptions(**common, do_train=True, num_train_epochs=1.0,
+                                         export_dir=str(directory / "float32")), run_config)
+    ner_task.run_ner(ner_task.NerOptions(
+        **common, export_dir=str(directory / "int8"), export_runtime="openvino",
+        export_dtype="int8", int8_calibration_examples=50), run_config)
+    with open(os.path.join(demo, "test.txt"), encoding="utf-8") as f:
+        sentences = [" ".join(line.split()[0] for line in block.splitlines())
+                     for block in f.read().split("\n\n") if block.strip()]
+    return {"float32": str(directory / "float32"), "int8": str(directory / "int8"),
+            "sentences": sentences}
+
+
+def test_int8_tagger_tags_as_float32(tagger_exports, tmp_path):
+    sentences = tagger_exports["sentences"]
+    float32, _ = _predict(tagger_exports["float32"], sentences, tmp_path)
+    int8, lines = _predict(tagger_exports["int8"], sentences, tmp_path)
+    assert lines[0] == f"{tagger_exports['int8']}: int8 weights and compute"
+    assert [r["words"] for r in int8] == [r["words"] for r in float32]
+    assert max(r["num_words"] for r in int8) > 12  # sentences of several windows
+    tags = [(a, b) for x, y in zip(float32, int8) for a, b in zip(x["tags"], y["tags"])]
+    assert len(tags) > 1000
+    assert np.mean([a == b for a, b in tags]) >= 0.99
+    with open(os.path.join(tagger_exports["int8"], openvino.MANIFEST), encoding="utf-8") as f:
+        dev = json.load(f)["dev"]
+    assert dev["metric"] == "f1" and dev["examples"] == 120 and dev["float32"] > 0.5
+    assert dev["answers_unchanged"] >= 0.95  # whole sentences

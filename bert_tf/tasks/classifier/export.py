@@ -14,6 +14,8 @@ Signatures:
   `predictions`, for clients that tokenize themselves.
 
 The label strings, in output order, are saved as the `labels` variable (empty for regression).
+`export_classifier_openvino` writes the raw-text signature with the model on OpenVINO (int8,
+bfloat16 or float32; `bert_tf.serving.openvino`).
 Reload with TensorFlow and tensorflow-text alone:
 
     import tensorflow as tf, tensorflow_text  # registers the tokenizer ops

@@ -356,7 +356,8 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
-    _check_export(options)
+    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
+                          options.int8_calibration_examples)
     prepared = prepare(options, run_config, strategy)
     options, task, loop_task, cache = (prepared.options, prepared.task, prepared.loop_task,
                                        prepared.cache)
@@ -423,19 +424,6 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             options, training.load_model(loop_task, run_config, checkpoint=checkpoint), strategy,
             hf_head(task, thresholds))
     return out
-
-
-def _check_export(options: ClassifierOptions) -> None:
-    """Stops before any work when the export's flags cannot be honoured."""
-    openvino.check_precision(options.export_dtype, options.export_runtime)
-    if options.export_runtime == "tensorflow":
-        precision.check_export_dtype(options.export_dtype)
-        return
-    if options.export_dir:
-        openvino.require_openvino()
-        if options.int8_calibration_examples < 1:
-            raise UserError(f"--int8_calibration_examples={options.int8_calibration_examples}: "
-                            "give a positive number")
 
 
 def _examples(prepared: PreparedClassifier, split: str) -> list[classification.InputExample]:
