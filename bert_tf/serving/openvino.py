@@ -1,5 +1,5 @@
-"""OpenVINO exports (--export_runtime=openvino): the model on OpenVINO, in int8, bfloat16 or float32,
-the text on TensorFlow.
+"""OpenVINO exports (--export_runtime=openvino): the model on OpenVINO, in int8, bfloat16 or
+float32, the text on TensorFlow.
 
 An export is split where the model is called. The text part (the task's tokenizer, packing and
 post-processing, the very ops of its TensorFlow export) stays a SavedModel with, per raw-text
