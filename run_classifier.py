@@ -20,7 +20,7 @@ import sys
 from absl import flags
 
 from bert_tf import cli, run_lock
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier import task as classifier_task
 # The original's names for processors written against it (`from run_classifier import ...`).
@@ -57,7 +57,8 @@ flags.DEFINE_bool("tune_thresholds", False, "--multi_label: choose each label's 
                   "dev set (best F1) at each evaluation, save it in thresholds.json beside the "
                   "checkpoints, and predict and export with it.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel of the fine-tuned classifier here.")
-precision.define_flag()
+precision.define_flag(int8=True)
+openvino.define_flags()
 flags.DEFINE_enum("truncation", "head", list(long_text.TRUNCATIONS),
                   "A single text longer than max_seq_length - 2 pieces keeps its head (the "
                   "original), its tail, or its head and tail (--truncation_head_tokens from "

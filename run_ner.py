@@ -19,7 +19,7 @@ add --crf (and --lstm_size=128 for BERT-BiLSTM-CRF); keep the best dev checkpoin
 from absl import flags
 
 from bert_tf import cli, run_lock
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
@@ -55,7 +55,8 @@ flags.DEFINE_enum("decode", "constrained", ["constrained", "argmax"], "constrain
                   "word's best tag on its own (may predict ill-formed spans).")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel that tags raw text here "
                     "(docs/serving.md).")
-precision.define_flag()
+precision.define_flag(int8=True)
+openvino.define_flags()
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_padding_flags()

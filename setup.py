@@ -64,6 +64,9 @@ setup(
         # create_pretraining_data.py --runner=beam (DirectRunner, Flink, Spark; Dataflow and gs://
         # need apache-beam[gcp]). Beam caps protobuf below 7; TensorFlow 2.21 takes 6.31.1 and up.
         "beam": ["apache-beam>=2.60"],
+        # --export_runtime=openvino (--export_dtype=int8): the model on OpenVINO, quantized by
+        # NNCF's post-training quantization (docs/serving.md, "OpenVINO exports").
+        "openvino": ["openvino>=2025.0", "nncf>=2.16"],
     },
     entry_points={"console_scripts": [f"{cmd}={mod}:run" for cmd, mod in SCRIPTS.items()]},
 )

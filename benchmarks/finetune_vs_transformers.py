@@ -74,7 +74,8 @@ def epochs_for(steps: int, num_examples: int, batch_size: int) -> float:
 
 # ---------------------------------------------------------------- bert_tf: the scripts' paths
 def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str,
-                predict_dev: bool = False, export_dtypes: tuple[str, ...] = ()) -> dict:
+                predict_dev: bool = False, export_dtypes: tuple[str, ...] = (),
+                openvino_exports: tuple[str, ...] = ()) -> dict:
     """Fine-tunes through the script's library entry point; examples/s of the last log window.
 
     `predict_dev` (the classifier): predicts the dev file as the test split and returns each
@@ -82,7 +83,8 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str,
     "dev_accuracy" (what --do_eval's eval_accuracy is, without a second pass over dev).
     `export_dtypes` (the classifier): then exports the trained checkpoint once per
     --export_dtype into `work_dir`/export_<dtype>, as a second run_classifier.py call with
-    --export_dir would.
+    --export_dir would; `openvino_exports` likewise with --export_runtime=openvino, one per
+    precision, into `work_dir`/export_openvino_<precision>.
     """
     config_file = os.path.join(work_dir, "bert_config.json")
     with open(config_file, "w", encoding="utf-8") as f:
@@ -110,6 +112,11 @@ def bert_tf_run(name: str, args: argparse.Namespace, work_dir: str,
             classifier_task.run_classifier(dataclasses.replace(
                 options, do_train=False, do_eval=False, do_predict=False, export_dtype=dtype,
                 export_dir=os.path.join(work_dir, f"export_{dtype}")), run_config)
+        for precision in openvino_exports:
+            classifier_task.run_classifier(dataclasses.replace(
+                options, do_train=False, do_eval=False, do_predict=False, export_dtype=precision,
+                export_runtime="openvino", export_max_relative_loss=1.0,
+                export_dir=os.path.join(work_dir, f"export_openvino_{precision}")), run_config)
         if predict_dev:
             probabilities = np.loadtxt(os.path.join(run_config.output_dir, "test_results.tsv"),
                                        delimiter="\t", ndmin=2)

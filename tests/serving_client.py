@@ -52,12 +52,33 @@ def _run_jobs(jobs_path: str, output_path: str) -> None:
     for job in jobs:
         if job["export_dir"] not in loaded:
             loaded[job["export_dir"]] = tf.saved_model.load(job["export_dir"])
-        serve = loaded[job["export_dir"]].signatures[job["signature"]]
-        outputs = serve(**{name: tf.constant(values, tf.string)  # [] too: an empty request
-                           for name, values in job["inputs"].items()})
+        inputs = {name: tf.constant(values, tf.string)  # [] too: an empty request
+                  for name, values in job["inputs"].items()}
+        if os.path.exists(os.path.join(job["export_dir"], "openvino.json")):
+            outputs = _openvino_outputs(job["export_dir"], loaded[job["export_dir"]],
+                                        job["signature"], inputs)
+        else:
+            outputs = loaded[job["export_dir"]].signatures[job["signature"]](**inputs)
         results.append({name: _plain(tensor.numpy().tolist()) for name, tensor in outputs.items()})
     with open(output_path, "w", encoding="utf-8") as f:
         json.dump(results, f)
+
+
+def _openvino_outputs(export_dir: str, text, signature: str, inputs: dict) -> dict:
+    """An OpenVINO export's signature, as docs/serving.md calls it: the text part's `prepare`,
+    the model on OpenVINO, then `finish`."""
+    import openvino
+
+    with open(os.path.join(export_dir, "openvino.json"), encoding="utf-8") as f:
+        manifest = json.load(f)
+    model = openvino.Core().compile_model(os.path.join(export_dir, "model.xml"), "CPU", {
+        "INFERENCE_PRECISION_HINT": manifest["inference_precision"]})
+    names = manifest["signatures"][signature]
+    prepared = text.signatures[names["prepare"]](**inputs)
+    result = model({name: prepared[name].numpy() for name in manifest["model_inputs"]})
+    outputs = {name: result[name] for name in manifest["model_outputs"]}
+    state = {k: v for k, v in prepared.items() if k not in manifest["model_inputs"]}
+    return text.signatures[names["finish"]](**outputs, **state)
 
 
 def _child(jobs_path: str, output_path: str) -> None:

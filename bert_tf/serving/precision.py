@@ -71,13 +71,15 @@ def copy_in_policy(model: keras.Model, build: Callable[[], keras.Model], policy:
     return copy
 
 
-def define_flag(flag_values=None) -> None:
-    """Defines --export_dtype (the scripts that write a raw-text export)."""
+def define_flag(flag_values=None, int8: bool = False) -> None:
+    """Defines --export_dtype (the scripts that write a raw-text export); `int8`: also int8,
+    which the OpenVINO export runs (`bert_tf.serving.openvino`)."""
     from absl import flags  # noqa: PLC0415
 
-    flags.DEFINE_enum("export_dtype", "float32", list(EXPORT_DTYPES),
+    flags.DEFINE_enum("export_dtype", "float32", [*EXPORT_DTYPES, *(["int8"] if int8 else [])],
                       "Weights and computation of the --export_dir SavedModel; bfloat16 halves its "
-                      "size and runs on AMX-BF16 matrix units; outputs stay float32 "
+                      "size and runs on AMX-BF16 matrix units; int8 (--export_runtime=openvino) "
+                      "runs the products in int8; outputs stay float32 "
                       "(docs/serving.md).", flag_values=flag_values or flags.FLAGS)
 
 

@@ -7,8 +7,9 @@ Input formats (one example per line):
 * `jsonl`: each line is a JSON object with the inputs by name (other keys are ignored).
 
 Each example gives one JSON line with the signature's outputs (floats, strings, lists), in input
-order. Examples run in batches; a first line on stderr says the export's dtype (float32 or
-bfloat16, --export_dtype), then a progress line counts them.
+order. Examples run in batches; a first line on stderr says the export's dtype (float32,
+bfloat16 or int8, --export_dtype), a second what runs it (TensorFlow, or OpenVINO and the
+precision it runs in on this CPU: `bert_tf.serving.openvino`), then a progress line counts them.
 """
 
 from __future__ import annotations
@@ -47,13 +48,42 @@ def _load(export_dir: str):
     return tf.saved_model.load(export_dir)
 
 
+@functools.lru_cache(maxsize=2)
+def _load_openvino(export_dir: str):
+    from bert_tf.serving import openvino  # noqa: PLC0415
+
+    return openvino.OpenVinoExport(export_dir)
+
+
+def describe(export_dir: str) -> list[str]:
+    """Two lines naming what runs the export: its dtype, and the runtime (for OpenVINO with the
+    precision it runs the products outside int8 in on this CPU)."""
+    from bert_tf.serving import openvino  # noqa: PLC0415
+
+    if openvino.is_openvino_export(export_dir):
+        export = _load_openvino(filesystem.absolute(export_dir))
+        return [f"{export_dir}: {export.precision} weights and compute",
+                f"{export_dir}: runs on OpenVINO {export.openvino_version.split('-')[0]} "
+                f"(CPU, inference precision {export.inference_precision()})"]
+    return [f"{export_dir}: {precision.saved_dtype(export_dir)} weights and compute",
+            f"{export_dir}: runs on TensorFlow {tf.__version__}"]
+
+
 def load_signature(export_dir: str, signature: str):
-    """The signature's concrete function and its string input names, with clear errors."""
+    """The signature's function (string tensors by input name -> outputs by name) and its
+    input names, with clear errors; an OpenVINO export's too (`bert_tf.serving.openvino`)."""
+    from bert_tf.serving import openvino  # noqa: PLC0415
     from bert_tf.serving.saved_model import require_tensorflow_text
 
     require_tensorflow_text()  # registers the tokenizer ops the exports use
     if not filesystem.isfile(filesystem.join(export_dir, "saved_model.pb")):
         raise MissingFileError(f"{export_dir}: no saved_model.pb here (check --export_dir)")
+    if openvino.is_openvino_export(export_dir):
+        export = _load_openvino(filesystem.absolute(export_dir))
+        if signature not in export.signatures:
+            raise UserError(f"--signature={signature}: {export_dir} has "
+                            f"{', '.join(export.signatures)}")
+        return export, export.signature(signature), export.input_names(signature)
     loaded = _load(filesystem.absolute(export_dir))
     if signature not in loaded.signatures:
         raise UserError(f"--signature={signature}: {export_dir} has {', '.join(sorted(loaded.signatures))}")
@@ -146,12 +176,12 @@ def predict_file(export_dir: str, input_file: str, output: IO[str], input_format
         raise MissingFileError(f"{input_file}: input file not found (check --input_file)")
     _, function, names = load_signature(export_dir, signature)
     if progress is not None:
-        progress.write(f"{export_dir}: {precision.saved_dtype(export_dir)} weights and compute\n")
+        progress.write("".join(line + "\n" for line in describe(export_dir)))
     count, start = 0, time.monotonic()
     for batch in _batches(read_examples(input_file, format_of(input_file, input_format), names),
                           batch_size):
         outputs = function(**{name: tf.constant([e[name] for e in batch]) for name in names})
-        arrays = {key: tensor.numpy() for key, tensor in sorted(outputs.items())}
+        arrays = {key: np.asarray(tensor) for key, tensor in sorted(outputs.items())}
         for row in range(len(batch)):
             output.write(json.dumps({key: _json_value(a[row]) for key, a in arrays.items()},
                                     ensure_ascii=False) + "\n")

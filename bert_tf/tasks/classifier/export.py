@@ -14,6 +14,8 @@ Signatures:
   `predictions`, for clients that tokenize themselves.
 
 The label strings, in output order, are saved as the `labels` variable (empty for regression).
+`export_classifier_openvino` writes the raw-text signature with the model on OpenVINO (int8,
+bfloat16 or float32; `bert_tf.serving.openvino`).
 Reload with TensorFlow and tensorflow-text alone:
 
     import tensorflow as tf, tensorflow_text  # registers the tokenizer ops
@@ -23,12 +25,12 @@ Reload with TensorFlow and tensorflow-text alone:
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import keras
 import tensorflow as tf
 
-from bert_tf.serving import long_text as long_text_ops, packing
+from bert_tf.serving import long_text as long_text_ops, openvino, packing
 from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, model_inputs_spec, save
 from bert_tf.text.long_text import LongText
 from bert_tf.training.finetuning import MODEL_INPUTS
@@ -55,6 +57,7 @@ class _ClassifierServing(tf.Module):
         self.logits = tf.function(self._model_logits, autograph=False,
                                   input_signature=[model_inputs_spec()])
         self._long_text = long_text
+        self._pair = pair
         self.model = model
         self.labels = tf.Variable(list(labels), dtype=tf.string, trainable=False, shape=[None],
                                   name="labels")
@@ -73,14 +76,32 @@ class _ClassifierServing(tf.Module):
                                           "segment_ids": segment_ids}))
 
     def _serve_text_a(self, text_a):
-        return self._serve_text(text_a, None)
+        return self._serve_text(self._prepare_a(text_a))
 
     def _serve_text_pair(self, text_a, text_b):
+        return self._serve_text(self._prepare_pair(text_a, text_b))
+
+    def _prepare_a(self, text_a):
+        return self.prepare(text_a, None)
+
+    def _prepare_pair(self, text_a, text_b):
         tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
                                   message="text_a and text_b must hold as many texts")
-        return self._serve_text(text_a, text_b)
+        return self.prepare(text_a, text_b)
 
-    def _serve_text(self, text_a: tf.Tensor, text_b: tf.Tensor | None) -> dict[str, tf.Tensor]:
+    def _serve_text(self, prepared: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        logits = self.logits({name: prepared[name] for name in MODEL_INPUTS})
+        return self.finish({"logits": logits, **prepared})
+
+    def text_signatures(self) -> dict[str, tuple[list[tf.TensorSpec], Callable]]:
+        """The raw-text signature's inputs and its `prepare` (`bert_tf.serving.openvino`)."""
+        if self._pair:
+            return {SIGNATURE_KEY: ([_TEXT_A, _TEXT_B], self._prepare_pair)}
+        return {SIGNATURE_KEY: ([_TEXT_A], self._prepare_a)}
+
+    def prepare(self, text_a: tf.Tensor, text_b: tf.Tensor | None) -> dict[str, tf.Tensor]:
+        """The model's inputs for string [B] texts and `num_texts` (B); with
+        `--long_text=chunks` also `text_of_window` int [R], each row's text."""
         ids_a = self.tokenizer.tokenize(text_a)
         ids_b = None if text_b is None else self.tokenizer.tokenize(text_b)
         window = self._max_seq_length - 2
@@ -92,9 +113,21 @@ class _ClassifierServing(tf.Module):
             ids_a = long_text_ops.truncate(ids_a, window, self._long_text)
         features = packing.pack(ids_a, ids_b, self.tokenizer.special_ids["[CLS]"],
                                 self.tokenizer.special_ids["[SEP]"], self._max_seq_length)
-        logits = self.logits({name: features[name] for name in MODEL_INPUTS})
-        if text_of_window is not None:  # the windows' logits, pooled per text
-            logits = long_text_ops.pool(logits, text_of_window, tf.size(text_a),
+        prepared = {name: features[name] for name in MODEL_INPUTS}
+        prepared["num_texts"] = tf.size(text_a)
+        if text_of_window is not None:
+            prepared["text_of_window"] = text_of_window
+        return prepared
+
+    def model_outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The model: float32 `logits` [B,num_labels] (`bert_tf.serving.openvino`)."""
+        return {"logits": self._model_logits(features)}
+
+    def finish(self, values: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The raw-text signature's outputs from `logits` and `prepare`'s state."""
+        logits = values["logits"]
+        if "text_of_window" in values:  # the windows' logits, pooled per text
+            logits = long_text_ops.pool(logits, values["text_of_window"], values["num_texts"],
                                         self._long_text.pooling)
         out = self._outputs(logits)
         if not self._regression and self.thresholds is None:
@@ -150,3 +183,27 @@ def export_classifier(model: keras.Model, export_dir: str, labels: Sequence[str]
                                 tokenizer, max_seq_length, pair, thresholds, long_text)
     return save(module, export_dir, {SIGNATURE_KEY: module.serve_text,
                                      IDS_SIGNATURE_KEY: module.serve_ids})
+
+
+def export_classifier_openvino(model: keras.Model, export_dir: str, labels: Sequence[str],
+                               tokenizer: tf.Module, max_seq_length: int, pair: bool,
+                               precision: str, calibration: Sequence[Mapping[str, str]],
+                               evaluation: openvino.Evaluation, max_relative_loss: float,
+                               long_text: LongText = LongText()) -> str:
+    """Writes the classifier's OpenVINO export (`bert_tf.serving.openvino`): the raw-text
+    signature of `export_classifier`, its model on OpenVINO in `precision`.
+
+    Args:
+      model: the float32 classifier (weights restored).
+      precision: int8 (calibrated on `calibration`, texts by input name), bfloat16 or float32.
+      evaluation: the dev set the export is compared with float32 on, before it is written.
+      max_relative_loss: the largest relative loss of the dev metric that is written.
+      labels, tokenizer, max_seq_length, pair, long_text: as `export_classifier`'s.
+
+    Returns:
+      export_dir.
+    """
+    module = _ClassifierServing(model, list(labels), False, tokenizer, max_seq_length, pair,
+                                long_text=long_text)
+    return openvino.export(module, export_dir, precision, calibration, evaluation,
+                           max_relative_loss)

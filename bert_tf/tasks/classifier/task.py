@@ -37,7 +37,7 @@ from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.classifier import compat
 from bert_tf.tasks.classifier import export as serving
@@ -69,6 +69,9 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     custom_spec: Mapping[str, Any] | None = None
     export_dir: str | None = None
     export_dtype: str = "float32"  # the export's weights and compute (serving/precision.py)
+    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
+    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
     processor: str | None = None
     threshold: float = multi_label_metrics.DEFAULT_THRESHOLD
     tune_thresholds: bool = False
@@ -360,7 +363,8 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
-    precision.check_export_dtype(options.export_dtype)
+    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
+                          options.int8_calibration_examples)
     prepared = prepare(options, run_config, strategy)
     options, task, loop_task, cache = (prepared.options, prepared.task, prepared.loop_task,
                                        prepared.cache)
@@ -403,7 +407,17 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         out["num_predictions"] = write_test_results(
             os.path.join(run_config.output_dir, "test_results.tsv"), rows, split.num_texts,
             split.path, label_sets)
-    if options.export_dir:
+    if options.export_dir and options.export_runtime == "openvino":
+        out["export_dir"] = serving.export_classifier_openvino(
+            training.load_model(loop_task, run_config, checkpoint=checkpoint), options.export_dir,
+            task.labels, in_graph_tokenizer(options.vocab_file, options.spm_model_file,
+                                            options.do_lower_case),
+            options.max_seq_length, prepared.pair, options.export_dtype,
+            calibration=serving_texts(prepared, "train", options.int8_calibration_examples)
+            if options.export_dtype == "int8" else [],
+            evaluation=dev_evaluation(prepared), max_relative_loss=options.export_max_relative_loss,
+            long_text=long_text)
+    elif options.export_dir:
         model = precision.model_in_dtype(
             training.load_model(loop_task, run_config, checkpoint=checkpoint),
             loop_task.build_model, options.export_dtype)
@@ -417,6 +431,45 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             options, training.load_model(loop_task, run_config, checkpoint=checkpoint), strategy,
             hf_head(task, thresholds))
     return out
+
+
+def _examples(prepared: PreparedClassifier, split: str) -> list[classification.InputExample]:
+    cache = prepared.cache
+    if cache.read_split is not None:
+        return cache.read_split(cache.data_dir, split)
+    return classification.read_examples(prepared.task, cache.data_dir, split)
+
+
+def _text_inputs(example: classification.InputExample, pair: bool) -> dict[str, str]:
+    """An example as the raw-text signature's inputs."""
+    return {"text_a": example.text_a, **({"text_b": example.text_b or ""} if pair else {})}
+
+
+def serving_texts(prepared: PreparedClassifier, split: str, count: int) -> list[dict[str, str]]:
+    """`count` examples of `split` (a seeded draw; all when there are fewer) as the raw-text
+    signature's inputs: what the int8 export calibrates on."""
+    examples = _examples(prepared, split)
+    chosen = np.random.default_rng(0).permutation(len(examples))[:count]
+    return [_text_inputs(examples[i], prepared.pair) for i in sorted(chosen)]
+
+
+def dev_evaluation(prepared: PreparedClassifier) -> openvino.Evaluation:
+    """The dev set and the task's first metric, scored from the raw-text signature's outputs
+    (an OpenVINO export is compared with float32 on it)."""
+    task = prepared.task
+    if task.regression or task.multi_label:
+        raise UserError("--export_runtime=openvino exports single-label classifiers; for a "
+                        "regression or multi-label task use --export_runtime=tensorflow")
+    examples = _examples(prepared, "dev")
+    gold = np.array([task.labels.index(e.label) for e in examples])
+    name = task.metrics[0]
+
+    def score(outputs: dict[str, np.ndarray]) -> float:
+        predicted = np.argmax(outputs["probabilities"], axis=-1)
+        return float(glue_metrics.compute_metrics([name], predicted, gold)[name])
+
+    return openvino.Evaluation([_text_inputs(e, prepared.pair) for e in examples], name, score,
+                               "label")
 
 
 def hf_head(task: classification.TaskSpec, thresholds=None) -> hf_export.HeadLabels:

@@ -10,20 +10,25 @@ word is tagged at its first piece by the one window that scores it.
 
 Decoding is one step, `TaggerServing.decode` (the label of the largest logit), so another
 decoder (a CRF or tag-constraint decoder) can replace it.
+
+`export_tagger_openvino` writes the same signature with the model on OpenVINO (int8, bfloat16 or
+float32; `bert_tf.serving.openvino`): `TaggerServing.prepare` and `finish` are the text part.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import keras
 import tensorflow as tf
 
-from bert_tf.serving import packing
+from bert_tf.serving import openvino, packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.text import character_classes, keep_values
+from bert_tf.training.finetuning import MODEL_INPUTS
 
 _BIG = 1 << 40  # past every piece offset
+_TEXT = tf.TensorSpec([None], tf.string, name="text")
 
 
 def split_words(text: tf.Tensor, char_format: bool) -> tf.RaggedTensor:
@@ -121,13 +126,32 @@ class TaggerServing(tf.Module):
         self._max_seq_length = max_seq_length
         self._char_format = char_format
 
-    def decode(self, logits: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
-        """Label ids int32 [R,S] from logits [R,S,L]: the largest logit (run_ner.py's decoding)."""
+    def decode(self, logits: tf.Tensor, input_mask: tf.Tensor | None) -> tf.Tensor:
+        """Label ids int32 [R,S] from logits [R,S,L]: the largest logit (run_ner.py's decoding);
+        `input_mask` [R,S] (None in an OpenVINO export's `finish`, which has the logits only)."""
         del input_mask  # a sequence decoder would read it
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
 
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(autograph=False, input_signature=[_TEXT])
     def serve_text(self, text):
+        prepared = self.prepare(text)
+        outputs = self.model({k: prepared[k] for k in MODEL_INPUTS}, training=False)
+        return self.finish({**outputs, **prepared})
+
+    def text_signatures(self) -> dict[str, tuple[list[tf.TensorSpec], Callable]]:
+        """The raw-text signature's input and its `prepare` (`bert_tf.serving.openvino`)."""
+        return {SIGNATURE_KEY: ([_TEXT], self.prepare)}
+
+    def model_outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The model's outputs in float32 (`bert_tf.serving.openvino`)."""
+        outputs = self.model(features, training=False)
+        return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+
+    def prepare(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The windows' model inputs [R,S] for string [B] texts, and what `finish` maps their
+        tags back to words with: `words` string [B,W] and `num_words` int32 [B], each window's
+        `sentence`, first piece `lo` and scored words `score_start`..`score_end` int64 [R], and
+        each word's piece offset `ends` int64 [B,W+1]."""
         words = split_words(text, self._char_format)  # [B,(W)]
         pieces = word_pieces(self.tokenizer, words, self._capacity)  # [B,(W),(P)]
         plan = plan_windows(pieces.row_lengths(axis=2), self._capacity, self._overlap)
@@ -140,25 +164,33 @@ class TaggerServing(tf.Module):
                                tf.ragged.range(offset + lo, offset + hi))  # [R,(Tw)]
         cls_id, sep_id = self.tokenizer.special_ids["[CLS]"], self.tokenizer.special_ids["[SEP]"]
         features = packing.pack(window_ids, None, cls_id, sep_id, self._max_seq_length)
-        inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
-        outputs = self.model(inputs, training=False)
+        return {**{k: features[k] for k in MODEL_INPUTS}, "words": words.to_tensor(""),
+                "num_words": tf.cast(words.row_lengths(), tf.int32), "ends": ends, "lo": lo,
+                **{k: plan[k] for k in ("sentence", "score_start", "score_end")}}
+
+    def finish(self, values: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """`tags`, `words`, `num_words` from the model's outputs and `prepare`'s state."""
+        ends, lo, sentence = values["ends"], values["lo"], values["sentence"]
         # The words each window scores, in order: together, every word once.
-        scored = tf.ragged.range(plan["score_start"], plan["score_end"])  # [R,(n)]
+        scored = tf.ragged.range(values["score_start"], values["score_end"])  # [R,(n)]
         row = tf.cast(scored.value_rowids(), tf.int64)
         word = scored.flat_values
-        position = 1 + tf.gather_nd(ends, tf.stack([tf.gather(plan["sentence"], row), word], axis=1)) \
+        position = 1 + tf.gather_nd(ends, tf.stack([tf.gather(sentence, row), word], axis=1)) \
             - tf.gather(lo, row)
         index = tf.stack([row, tf.cast(position, tf.int64)], axis=1)  # [K,2]
         if self._decoder is None:
-            predicted = self.decode(tf.cast(outputs["logits"], tf.float32), inputs["input_mask"])
+            predicted = self.decode(tf.cast(values["logits"], tf.float32),
+                                    values.get("input_mask"))
         else:
             weights = tf.scatter_nd(index, tf.ones_like(row, tf.int32),
-                                    tf.shape(inputs["input_ids"], out_type=tf.int64))  # [R,S]
-            predicted = self._decoder(outputs, weights)  # [R,S]
+                                    tf.shape(values["logits"], out_type=tf.int64)[:2])  # [R,S]
+            predicted = self._decoder(values, weights)  # [R,S]
         label_ids = tf.gather_nd(predicted, index)
-        tags = tf.RaggedTensor.from_row_lengths(tf.gather(self.labels, label_ids), words.row_lengths())
-        return {"tags": tags.to_tensor(""), "words": words.to_tensor(""),
-                "num_words": tf.cast(words.row_lengths(), tf.int32)}
+        num_words = values["num_words"]
+        tags = tf.RaggedTensor.from_row_lengths(tf.gather(self.labels, label_ids),
+                                                tf.cast(num_words, tf.int64))
+        words = tf.RaggedTensor.from_tensor(values["words"], lengths=num_words)
+        return {"tags": tags.to_tensor(""), "words": words.to_tensor(""), "num_words": num_words}
 
 
 def export_tagger(model: keras.Model, export_dir: str, tokenizer: tf.Module, labels: Sequence[str],
@@ -181,3 +213,21 @@ def export_tagger(model: keras.Model, export_dir: str, tokenizer: tf.Module, lab
     module = TaggerServing(model, tokenizer, labels, max_seq_length, window_overlap, char_format,
                            decoder)
     return save(module, export_dir, {SIGNATURE_KEY: module.serve_text})
+
+
+def export_tagger_openvino(model: keras.Model, export_dir: str, tokenizer: tf.Module,
+                           labels: Sequence[str], max_seq_length: int, window_overlap: int,
+                           char_format: bool, decoder: Callable | None, precision: str,
+                           calibration: Sequence[Mapping[str, str]],
+                           evaluation: openvino.Evaluation, max_relative_loss: float) -> str:
+    """Writes the tagger's OpenVINO export (`bert_tf.serving.openvino`): `export_tagger`'s
+    signature, its model on OpenVINO in `precision` (int8 calibrated on `calibration`), compared
+    with float32 on `evaluation` before it is written.
+
+    Returns:
+      export_dir.
+    """
+    module = TaggerServing(model, tokenizer, labels, max_seq_length, window_overlap, char_format,
+                           decoder)
+    return openvino.export(module, export_dir, precision, calibration, evaluation,
+                           max_relative_loss)

