@@ -324,9 +324,8 @@ def _finite_regression_input_fn(context, batch_size):
     return _regression_input_fn(context, batch_size).take(2)
 
 
-@pytest.mark.parametrize("strategy", [None, tf.distribute.OneDeviceStrategy("/cpu:0")],
-                         ids=["default", "one_device_cpu"])
-def test_one_cpu_replica_reads_its_input_without_tf_data_autotuning(strategy, tmp_path,
+@pytest.mark.parametrize("one_device", [False, True], ids=["default", "one_device_cpu"])
+def test_one_cpu_replica_reads_its_input_without_tf_data_autotuning(one_device, tmp_path,
                                                                      monkeypatch):
     """Every tf.data iterator that train, evaluate and predict make for one replica on the CPU
     is one without autotuning: freeing an autotuned iterator waits for its autotuning thread,
@@ -340,6 +339,7 @@ def test_one_cpu_replica_reads_its_input_without_tf_data_autotuning(strategy, tm
         autotuned.append(dataset.options().autotune.enabled is not False)
         return iterate(dataset)
     monkeypatch.setattr(tf.data.Dataset, "__iter__", recording_iter)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0") if one_device else None
     config = training.RunConfig(output_dir=str(tmp_path), train_batch_size=8, learning_rate=0.3,
                                 num_train_steps=4, log_every_n_steps=4)
     training.train(_RegressionTask(), config, _regression_input_fn, strategy)
