@@ -413,7 +413,7 @@ class _Input:
 
     def __exit__(self, *_) -> None:
         if self._distributed:
-            logging.info("training done: freeing its distributed input, whose tf.data "
+            logging.info("training ended: freeing its distributed input, whose tf.data "
                          "autotuning threads TensorFlow may wait up to a minute for")
         del self.iterator
 

@@ -358,5 +358,5 @@ def test_a_distributed_input_is_freed_after_one_log_line(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="absl"):
         training.train(_RegressionTask(), config, _regression_input_fn, two_cpu_strategy())
     lines = [r.getMessage() for r in caplog.records if "autotuning" in r.getMessage()]
-    assert lines == ["training done: freeing its distributed input, whose tf.data autotuning "
+    assert lines == ["training ended: freeing its distributed input, whose tf.data autotuning "
                      "threads TensorFlow may wait up to a minute for"]
