@@ -272,8 +272,17 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 
 def _distribute(strategy: tf.distribute.Strategy, input_fn: InputFn, global_batch_size: int,
-                skip_steps: int = 0):
-    """The distributed dataset; each pipeline skips the batches of `skip_steps` finished steps."""
+                skip_steps: int = 0) -> tf.data.Dataset | tf.distribute.DistributedDataset:
+    """The input of the strategy's replicas; each pipeline skips the batches of `skip_steps`
+    finished steps.
+
+    One replica on this host's CPU (`_one_host_replica`) reads a plain dataset without tf.data's
+    autotuning: freeing an autotuned iterator waits for its autotuning thread, which TensorFlow
+    2.21 wakes too early (before its cancellation counts) so that it sleeps out its period, up
+    to a minute, as the script stands still after training or an evaluation. Its parallel maps
+    run as many calls as there are cores (at most 16), as autotuning starts them. Other
+    strategies get their distributed dataset, whose per-device iterators autotune regardless.
+    """
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % replicas:
         raise UserError(f"batch size {global_batch_size} is not divisible by the "
@@ -284,7 +293,21 @@ def _distribute(strategy: tf.distribute.Strategy, input_fn: InputFn, global_batc
         batches_per_step = replicas // context.num_input_pipelines
         return dataset.skip(skip_steps * batches_per_step) if skip_steps else dataset
 
+    if _one_host_replica(strategy):
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return dataset_fn(tf.distribute.InputContext()).with_options(options)
     return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _one_host_replica(strategy: tf.distribute.Strategy) -> bool:
+    """Whether the strategy runs one replica, on this host's CPU, or is the default strategy
+    (whose datasets are plain ones already)."""
+    if strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy():
+        return True
+    devices = strategy.extended.worker_devices
+    return (strategy.num_replicas_in_sync == 1 and len(devices) == 1
+            and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU")
 
 
 def _write_bert_config(model: keras.Model, output_dir: str) -> None:
@@ -372,7 +395,7 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
             task, run.model, run.optimizer,
             accumulation_steps=config.gradient_accumulation_steps,
             loss_scale=config.dtype == "float16", jit_compile=config.use_xla)
-    iterator = iter(_distribute(strategy, input_fn, config.train_batch_size, skip_steps=start))
+    dataset = _distribute(strategy, input_fn, config.train_batch_size, skip_steps=start)
     manager = _checkpoint_manager(run, chief)
     log = SummaryLog(os.path.join(config.output_dir, "train") if chief else None,
                      config.num_train_steps, config.train_batch_size,
@@ -380,7 +403,7 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
                      metrics_from_counts=task.metrics_from_counts)
     step, figures = start, {}
     with preemption.PreemptionWatch(strategy, lambda at: _save(manager, at, chief),
-                                    config.output_dir) as watch:
+                                    config.output_dir) as watch, _Input(dataset) as inputs:
         with strategy.scope():
             loop = training_steps.make_train_loop(strategy, step_fn, watch.notice)
         while step < config.num_train_steps:
@@ -389,7 +412,7 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
                 steps = min(steps, evaluator.steps_to_next(step))
             started = time.perf_counter()
             with preemption.lost_workers_named(config.output_dir):
-                totals, steps, noticed = loop(iterator, tf.constant(steps, tf.int32))
+                totals, steps, noticed = loop(inputs.iterator, tf.constant(steps, tf.int32))
                 steps = int(steps)  # waits for the steps; fewer than asked after a notice
             run.global_step.assign_add(steps)
             totals = host_values(totals)
@@ -405,6 +428,24 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
                 break
             watch.after_call(step, bool(noticed))
     return {**figures, "global_step": float(step)}
+
+
+class _Input:
+    """The training input's iterator, freed when the loop ends (returns or raises), with a log
+    line first where freeing it may wait (see `_distribute`)."""
+
+    def __init__(self, dataset: tf.data.Dataset | tf.distribute.DistributedDataset):
+        self.iterator = iter(dataset)
+        self._distributed = not isinstance(dataset, tf.data.Dataset)
+
+    def __enter__(self) -> "_Input":
+        return self
+
+    def __exit__(self, *_) -> None:
+        if self._distributed:
+            logging.info("training ended: freeing its distributed input, whose tf.data "
+                         "autotuning threads TensorFlow may wait up to a minute for")
+        del self.iterator
 
 
 def _checkpoint_path(config: RunConfig, step: int) -> str:

@@ -135,10 +135,9 @@ class PreemptionWatch:
                 exit_fn=self._exit, save_fn=self._save))
         # The handler asks GCP's metadata server where it runs; off GCP the failed request
         # leaves a reference cycle (exceptions and their frames) whose frames reach this call's
-        # callers through f_back, so train()'s model, optimizer slots and input iterator would
-        # outlive train() until the next full collection (and an iterator freed then may block
-        # it for up to a minute while tf.data's autotuning thread winds down). The cycle is
-        # young: collecting the two young generations frees it in well under a millisecond.
+        # callers through f_back, so train()'s model and optimizer slots would outlive train()
+        # until the next full collection. The cycle is young: collecting the two young
+        # generations frees it in well under a millisecond.
         gc.collect(1)
         sigterm = signal.getsignal(signal.SIGTERM)
         self._tf_watches = sigterm is not self._previous[signal.SIGTERM]

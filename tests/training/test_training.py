@@ -2,6 +2,7 @@
 variables the loss does not reach are left alone on every path of the train step."""
 
 import gc
+import logging
 import math
 import types
 
@@ -317,3 +318,45 @@ def test_train_frees_its_run_when_it_returns(tmp_path):
     finally:
         gc.enable()
     assert alive == []
+
+
+def _finite_regression_input_fn(context, batch_size):
+    return _regression_input_fn(context, batch_size).take(2)
+
+
+@pytest.mark.parametrize("one_device", [False, True], ids=["default", "one_device_cpu"])
+def test_one_cpu_replica_reads_its_input_without_tf_data_autotuning(one_device, tmp_path,
+                                                                     monkeypatch):
+    """Every tf.data iterator that train, evaluate and predict make for one replica on the CPU
+    is one without autotuning: freeing an autotuned iterator waits for its autotuning thread,
+    which TensorFlow 2.21 wakes before its cancellation counts, so that it sleeps out its
+    period (up to a minute) while the script stands still. A distributed dataset of a
+    OneDeviceStrategy makes a per-device iterator that always autotunes."""
+    autotuned = []
+    iterate = tf.data.Dataset.__iter__
+
+    def recording_iter(dataset):
+        autotuned.append(dataset.options().autotune.enabled is not False)
+        return iterate(dataset)
+    monkeypatch.setattr(tf.data.Dataset, "__iter__", recording_iter)
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0") if one_device else None
+    config = training.RunConfig(output_dir=str(tmp_path), train_batch_size=8, learning_rate=0.3,
+                                num_train_steps=4, log_every_n_steps=4)
+    training.train(_RegressionTask(), config, _regression_input_fn, strategy)
+    training.evaluate(_RegressionTask(), config, _finite_regression_input_fn, strategy)
+    predictions = list(training.predict(_RegressionTask(), config, _finite_regression_input_fn,
+                                        strategy))
+    assert len(predictions) == 16
+    assert autotuned == [False, False, False]
+
+
+def test_a_distributed_input_is_freed_after_one_log_line(tmp_path, caplog):
+    """Where the replicas read a distributed dataset (whose per-device iterators autotune),
+    training ends with a line saying what freeing it may wait for, then frees it."""
+    config = training.RunConfig(output_dir=str(tmp_path), train_batch_size=8, learning_rate=0.3,
+                                num_train_steps=4, log_every_n_steps=4)
+    with caplog.at_level(logging.INFO, logger="absl"):
+        training.train(_RegressionTask(), config, _regression_input_fn, two_cpu_strategy())
+    lines = [r.getMessage() for r in caplog.records if "autotuning" in r.getMessage()]
+    assert lines == ["training ended: freeing its distributed input, whose tf.data autotuning "
+                     "threads TensorFlow may wait up to a minute for"]
