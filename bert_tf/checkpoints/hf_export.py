@@ -91,8 +91,8 @@ class HeadLabels:
 def architecture(model) -> str:
     """transformers' class for `model`: BertForPreTraining, AlbertForQuestionAnswering, BertModel..."""
     family = families.family_of(find_encoder(model).config)
-    return family.hf_class_prefix + next((suffix for cls, suffix, _ in _ARCHITECTURES if isinstance(model, cls)),
-                         "Model")
+    suffix = next((suffix for cls, suffix, _ in _ARCHITECTURES if isinstance(model, cls)), "Model")
+    return family.hf_class_prefix + suffix
 
 
 def _keeps_pooler(model) -> bool:

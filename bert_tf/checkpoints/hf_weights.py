@@ -227,10 +227,12 @@ def load_tf1_arrays(directory: str) -> dict[str, Callable[[], np.ndarray]]:
 
 
 def bert_config_from_hf(path: str | os.PathLike) -> BertConfig:
-    """A BertConfig from a Hugging Face `config.json` (or the directory holding it).
+    """The config of the family whose `model_type` a Hugging Face `config.json` (or the
+    directory holding it) names (`families.family_of_hf`).
 
-    `hidden_act` is translated so that the function is the same: Hugging Face "gelu" (erf) becomes
-    "gelu_exact", "gelu_new" (tanh) becomes "gelu".
+    `hidden_act` is translated so that the function is the same, under the family's name for it:
+    Hugging Face "gelu" (erf) becomes "gelu_exact", "gelu_new" (tanh) BERT's and ALBERT's "gelu"
+    (ELECTRA's "gelu_tanh").
     """
     path = os.fspath(path)
     if filesystem.isdir(path):

@@ -15,7 +15,7 @@ from a bert_config.json by the keys transformers writes into every config (`mode
 
 An ELECTRA config's "gelu" is google-research/electra's, the erf form; bert_tf writes that function
 as "gelu_exact". A bare "gelu" in a bert_tf run directory (or the google_checkpoint/ it exports)
-was written before that and means the tanh form it was trained with (`legacy_electra_gelu`).
+was written before that and means the tanh form it was trained with (`legacy_activation`).
 
 A fine-tuning run that predicts from its own `--output_dir` finds the config that run wrote there.
 Checkpoint and config that disagree on shapes stop when the weights load
@@ -28,9 +28,9 @@ import os
 import re
 from typing import Sequence
 
-from bert_tf import filesystem
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.checkpoints import hf_weights
 from bert_tf.checkpoints.files import holds_bert_tf_checkpoint
 from bert_tf.errors import MissingFileError, UserError
@@ -64,9 +64,10 @@ def load_model_config(path: str | os.PathLike) -> BertConfig:
     the one place that decides.
 
     Returns:
+      the config class of the family that claims the file's keys (`families.family_of_values`):
       an `ElectraConfig` when the file says `"model_type": "electra"`, an `AlbertConfig` when it
-      has ALBERT keys (`embedding_size`, `num_hidden_groups`, ...), else a BertConfig (both are
-      BertConfig subclasses).
+      has ALBERT keys (`embedding_size`, `num_hidden_groups`, ...), else a BertConfig (all are
+      BertConfig subclasses); `hidden_act` as `legacy_activation` reads it.
     """
     values = read_config_json(path)
     family = families.family_of_values(values)

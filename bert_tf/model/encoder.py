@@ -170,7 +170,8 @@ class Dense(keras.layers.Layer):
 
 
 class LayerNorm(keras.layers.Layer):
-    """LayerNorm over the last axis (ε: the config's layer_norm_eps, 1e-12), computed in float32; returns float32 [..., H].
+    """LayerNorm over the last axis (ε: the config's layer_norm_eps, 1e-12), computed in
+    float32; returns float32 [..., H].
 
     The input is cast to float32 once (a no-op for the float32 residual stream) and normalized
     there: normalizing in bfloat16 rounds the row's mean and 1/σ, and those errors, shared by a

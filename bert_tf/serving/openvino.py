@@ -375,7 +375,6 @@ class OpenVinoExport:
         return call
 
 
-
 def define_flags(flag_values=None) -> None:
     """Defines --export_runtime, --int8_calibration_examples and --export_max_relative_loss."""
     from absl import flags  # noqa: PLC0415

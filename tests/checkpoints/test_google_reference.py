@@ -18,7 +18,6 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import model_config
 from bert_tf.checkpoints import name_map as checkpoints
-from bert_tf.checkpoints.files import CheckpointError
 from bert_tf.errors import UserError
 from bert_tf.model import models
 from bert_tf.model.albert.config import AlbertConfig

@@ -1,5 +1,6 @@
-"""`layer_norm_eps` is a config field: a Hugging Face model whose LayerNorm ε is not BERT's 1e-12
-loads with its own ε and gives transformers' outputs; bert_config.json files stay the original's."""
+"""`layer_norm_eps` is a config field: a Hugging Face model whose LayerNorm ε is not BERT's
+1e-12 loads with its own ε and gives transformers' outputs; bert_config.json files stay the
+original's."""
 
 import json
 import os

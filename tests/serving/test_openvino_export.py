@@ -108,8 +108,8 @@ def test_int8_export_tokens_are_full_tokenizers(exports):
 def test_predict_names_runtime_and_precision(exports, tmp_path):
     _, lines = _predict(exports["int8"], ["a fine film"], tmp_path)
     version = openvino.require_openvino().get_version().split("-")[0]
-    assert lines == [f"{exports['int8']}: int8 weights and compute",
-                     f"{exports['int8']}: runs on OpenVINO {version} (CPU, inference precision f32)"]
+    runs_on = f"runs on OpenVINO {version} (CPU, inference precision f32)"
+    assert lines == [f"{exports['int8']}: int8 weights and compute", f"{exports['int8']}: {runs_on}"]
     _, lines = _predict(exports["float32"], ["a fine film"], tmp_path)
     assert lines == [f"{exports['float32']}: float32 weights and compute",
                      f"{exports['float32']}: runs on TensorFlow {tf.__version__}"]

@@ -16,7 +16,7 @@ MODEL_TYPE = "electra"
 # "gelu_exact" (the first name of the function): that reference code keeps its hyper-parameters
 # in code, so no reader of the file needs the bare name, and a file bert_tf writes cannot be
 # mistaken for one written before ELECTRA's "gelu" meant the erf form here
-# (`bert_tf.checkpoints.model_config.legacy_electra_gelu`).
+# (`bert_tf.checkpoints.model_config.legacy_activation`).
 ELECTRA_ACTIVATION_NAMES = {"gelu_exact": GELU_ERF, "gelu": GELU_ERF, "gelu_tanh": GELU_TANH,
                             "relu": "relu", "tanh": "tanh", "linear": "linear"}
 
