@@ -14,17 +14,15 @@ The student's output_dir is an ordinary run directory: run_classifier.py --do_pr
 --export_dir reads it as it reads its own (docs/distillation.md).
 """
 
-import importlib
 import sys
 
 from absl import flags
 
 from bert_tf import cli, run_lock
+from bert_tf.tasks import families
 from bert_tf.training import flags as training_flags
 from bert_tf.workflows.distillation import run as distillation
 from bert_tf.workflows.distillation.task import STAGES
-
-TASK_SCRIPTS = {"classifier": "run_classifier", "ner": "run_ner", "squad": "run_squad"}
 
 
 def _task_in(argv: list[str]) -> str:
@@ -37,11 +35,14 @@ def _task_in(argv: list[str]) -> str:
     return "classifier"
 
 
-# The chosen task's script defines its flags (all of them: data, tokenizer, loop, export).
-task_script = importlib.import_module(TASK_SCRIPTS.get(_task_in(sys.argv), "run_classifier"))
+# The chosen task family's flags are this command's (all of them: data, tokenizer, loop, export);
+# an unknown --task is refused by the enum below, with the classifier's flags defined.
+TASK = next((family for family in families.FAMILIES if family.name == _task_in(sys.argv)),
+            families.FAMILIES[0])
+TASK.define_flags()
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum("task", "classifier", list(TASK_SCRIPTS), "The fine-tuning task: its "
+flags.DEFINE_enum("task", "classifier", families.names(), "The fine-tuning task: its "
                   "script's flags are this command's.")
 flags.DEFINE_string("teacher_dir", None, "The teacher: a bert_tf fine-tuning output_dir (its "
                     "bert_config.json, best or last checkpoint and label_list.txt).")
@@ -80,7 +81,7 @@ def main(argv):
                                                 stages=tuple(FLAGS.stages))
     with run_lock.output_lock(FLAGS.output_dir):
         distillation.run_distillation(
-            FLAGS.task, task_script.task_options(FLAGS),
+            FLAGS.task, TASK.options_from_flags(FLAGS),
             training_flags.run_config_from_flags(FLAGS), options,
             training_flags.strategy_from_flags(FLAGS))
 

@@ -144,8 +144,8 @@ def classifier_model(config: BertConfig, num_labels: int, dtype=None,
     return ClassifierModel(config, num_labels, dtype=dtype, encoder=encoder)
 
 
-def span_model(config: BertConfig, dtype=None) -> SpanModel:
-    return SpanModel(config, dtype=dtype)
+def span_model(config: BertConfig, dtype=None, encoder: keras.Layer | None = None) -> SpanModel:
+    return SpanModel(config, dtype=dtype, encoder=encoder)
 
 
 def token_classifier_model(config: BertConfig, num_labels: int, dtype=None, lstm_size: int = 0,

@@ -122,9 +122,47 @@ class FinetuningOptions:
             max_seq_length=self.max_seq_length)
 
 
+@dataclasses.dataclass(frozen=True)
+class SoftTargets:
+    """What distillation's prediction stage matches of a task's outputs (a teacher's soft
+    targets for its student).
+
+    Attributes:
+      outputs: the output names compared, each scored over its last axis; the loss is the mean
+        over them (SQuAD's start and end).
+      kind: "softmax" (soft cross-entropy), "sigmoid" (soft binary cross-entropy, multi-label)
+        or "squared_error" (regression).
+      weights: each row's weight (an output's shape without its last axis: [B] per example,
+        [B,S] per token) from the features; None: every row weighs 1.
+    """
+
+    outputs: tuple[str, ...]
+    kind: str
+    weights: Callable[[Mapping[str, tf.Tensor]], tf.Tensor] | None = None
+
+
+def example_weights(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    """float32 [B]: 1 for a real example, 0 for a padding row (`is_real_example`)."""
+    return tf.reshape(tf.cast(features["is_real_example"], tf.float32), [-1])
+
+
 class EncoderTask(training.Task):
     """A task whose model reads `input_ids, input_mask, segment_ids` (int32 [B,S]) only; the
-    other features (labels, weights, ids) are for the loss, metrics and predictions."""
+    other features (labels, weights, ids) are for the loss, metrics and predictions.
+
+    `build_model(encoder=None)` builds the model over its own encoder, or over `encoder` (one
+    encoder shared by several heads: multi-task); `soft_targets()` says what a distilled
+    student matches of its outputs."""
+
+    def soft_targets(self) -> SoftTargets:
+        raise NotImplementedError(f"{type(self).__name__} declares no soft targets")
+
+    def encoder_rows(self, features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The encoder's int32 [rows,S] inputs of a batch, with each row's `is_real_example`
+        when the batch has it (what distillation's intermediate stage compares): the batch's
+        own here; a task whose examples hold several sequences gives one row per sequence."""
+        names = [*MODEL_INPUTS, *(["is_real_example"] if "is_real_example" in features else [])]
+        return {name: features[name] for name in names}
 
     def forward(self, model: keras.Model, features: Mapping[str, tf.Tensor],
                 training: bool, static_shapes: bool = False) -> Mapping[str, tf.Tensor]:
@@ -135,7 +173,6 @@ class EncoderTask(training.Task):
         """The same task (head, labels, losses) over a model of another config (a distillation
         teacher)."""
         task = copy.copy(self)
-        task.__dict__.pop(training.RESTORED_RUNS, None)  # the loop's models of this config
         task.bert_config = bert_config
         return task
 

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import tempfile
 import time
+import weakref
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import keras
@@ -522,8 +523,10 @@ def _restored_run(task: Task, config: RunConfig, strategy: tf.distribute.Strateg
     return run
 
 
-# The attribute of a task holding its restored runs, by dtype (see `_restored_step`).
-RESTORED_RUNS = "_bert_tf_restored_runs"
+# Each task object's restored runs, by dtype (see `_restored_step`): kept by the loop, dropped
+# with the task (a copy of a task, e.g. over another config, starts with none).
+_RESTORED_RUNS: "weakref.WeakKeyDictionary[Task, dict[str, _RestoredRun]]" = \
+    weakref.WeakKeyDictionary()
 
 
 @dataclasses.dataclass
@@ -545,7 +548,7 @@ def _restored_step(task: Task, config: RunConfig, strategy: tf.distribute.Strate
     that restores a checkpoint of the run reuses a model, as restoring overwrites every
     variable; an init_checkpoint may not (a head it lacks).
     """
-    runs = getattr(task, "__dict__", {}).setdefault(RESTORED_RUNS, {})
+    runs = _RESTORED_RUNS.setdefault(task, {})
     path = checkpoint or tf.train.latest_checkpoint(config.output_dir)
     cached = runs.get(config.dtype)
     if path and cached and cached.strategy is strategy:

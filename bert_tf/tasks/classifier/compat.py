@@ -104,6 +104,9 @@ def load_processor(spec: str, splits: tuple[str, ...]) -> Any:
     Raises:
       UserError: a bad spec, a module or class not found, or a method missing.
     """
+    # A processor module's `from run_classifier import DataProcessor, InputExample` finds the
+    # running script (run_classifier.py registers itself), else these same names (bert-distill).
+    sys.modules.setdefault("run_classifier", sys.modules[__name__])
     cls = _import_class(spec)
     needed = ["get_labels"] + [SPLIT_METHODS[s] for s in splits]
     missing = [m for m in needed if not callable(getattr(cls, m, None))

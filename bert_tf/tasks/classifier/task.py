@@ -103,12 +103,15 @@ class ClassifierTask(finetuning.EncoderTask):
         self.bert_config, self.num_labels, self.regression = bert_config, num_labels, regression
         self.multi_label, self.windows = multi_label, windows
 
-    def build_model(self) -> keras.Model:
-        return models.classifier_model(self.bert_config, self.num_labels)
+    def build_model(self, encoder: keras.Layer | None = None) -> keras.Model:
+        return models.classifier_model(self.bert_config, self.num_labels, encoder=encoder)
 
-    @staticmethod
-    def _weights(features) -> tf.Tensor:
-        return tf.reshape(tf.cast(features["is_real_example"], tf.float32), [-1])  # [B]
+    _weights = staticmethod(finetuning.example_weights)
+
+    def soft_targets(self) -> finetuning.SoftTargets:
+        kind = ("squared_error" if self.regression else "sigmoid" if self.multi_label
+                else "softmax")
+        return finetuning.SoftTargets(("logits",), kind, finetuning.example_weights)
 
     def _per_example_loss(self, features, outputs) -> tf.Tensor:
         if self.multi_label:
@@ -492,6 +495,15 @@ def _text_rows(rows: Iterable[Mapping[str, np.ndarray]], split: classifier_featu
 def default_metric(task: classification.TaskSpec) -> str:
     """The key --best_metric defaults to: the task's first GLUE metric."""
     return f"eval_{task.metrics[0]}"
+
+
+def best_metric_default(options: ClassifierOptions) -> str:
+    """--best_metric's default for a run with `options`: the task's first GLUE metric
+    (eval_mcc for CoLA, eval_pearson for regression); eval_accuracy with a user's processor,
+    whose task names no GLUE metrics."""
+    if options.processor:
+        return "eval_accuracy"
+    return default_metric(resolve_task(options))
 
 
 def reported_keys(task: classification.TaskSpec) -> list[str]:

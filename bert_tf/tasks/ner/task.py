@@ -101,11 +101,18 @@ class TaggingTask(finetuning.EncoderTask):
         if crf and crf_rate_factor != 1.0:
             self.learning_rate_multipliers = {"crf/": crf_rate_factor}
 
-    def build_model(self) -> keras.Model:
+    def build_model(self, encoder: keras.Layer | None = None) -> keras.Model:
         # The head never reads the pooled output: the loop leaves the pooler, which gets no
         # gradient, as loaded (as the original's optimizer does).
         return models.token_classifier_model(self.bert_config, self.num_labels,
-                                             lstm_size=self.lstm_size, crf=self.crf)
+                                             lstm_size=self.lstm_size, crf=self.crf,
+                                             encoder=encoder)
+
+    def soft_targets(self) -> finetuning.SoftTargets:
+        # Per word: the rows `label_weights` marks (each word's first piece).
+        return finetuning.SoftTargets(
+            ("logits",), "softmax", lambda features: tf.cast(features["label_weights"],
+                                                             tf.float32))
 
     def loss_normalizers(self, features):
         if self.crf:  # windows with at least one word

@@ -94,10 +94,13 @@ class SpanTask(finetuning.EncoderTask):
     def __init__(self, bert_config: BertConfig):
         self.bert_config = bert_config
 
-    def build_model(self) -> keras.Model:
+    def build_model(self, encoder: keras.Layer | None = None) -> keras.Model:
         # The head never reads the pooled output: the loop leaves the pooler, which gets no
         # gradient, as loaded (as the original's optimizer does).
-        return models.span_model(self.bert_config)
+        return models.span_model(self.bert_config, encoder=encoder)
+
+    def soft_targets(self) -> finetuning.SoftTargets:
+        return finetuning.SoftTargets(("start_logits", "end_logits"), "softmax")
 
     def loss_normalizers(self, features):
         return {"span": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
@@ -171,6 +174,42 @@ def _check(options: SquadOptions) -> None:
         raise UserError("--null_score_diff_threshold=auto needs --version_2_with_negative")
 
 
+@dataclasses.dataclass
+class PreparedSquad:
+    """A run's span task and tokenizer, from `prepare`; `evaluate` gives the predict file's
+    figures for a checkpoint (evaluation during training: the file needs answers)."""
+
+    options: SquadOptions
+    run_config: training.RunConfig
+    strategy: tf.distribute.Strategy | None
+    loop_task: SpanTask
+    tokenizer: Any
+
+    def predict_records(self) -> squad_records.CachedRecords:
+        """The predict file's windows (also the evaluation set during training)."""
+        options = self.options
+        if not options.predict_file:
+            raise UserError("evaluation during training (--eval_every_n_steps, --best_metric, "
+                             "...) reads --predict_file, with answers")
+        return squad_records.cached_records(options.predict_file, self.run_config.output_dir,
+                                            False, self.tokenizer, options.tokenizer_files,
+                                            options.features)
+
+    def evaluate(self, checkpoint: str | None = None) -> dict[str, float]:
+        """The official metrics of the predict file's answers from `checkpoint`."""
+        return _predict(self.options, self.loop_task, self.run_config, self.strategy,
+                        self.predict_records(), self.tokenizer, checkpoint=checkpoint,
+                        write=False)["eval"]
+
+
+def prepare(options: SquadOptions, run_config: training.RunConfig,
+            strategy: tf.distribute.Strategy | None = None) -> PreparedSquad:
+    """The span task over the run's config and the tokenizer, as run_squad reads them."""
+    bert_config = options.load_bert_config(run_config)
+    return PreparedSquad(options, run_config, strategy, SpanTask(bert_config),
+                         options.create_tokenizer(run_config.init_checkpoint, bert_config))
+
+
 def run_squad(options: SquadOptions, run_config: training.RunConfig,
               strategy: tf.distribute.Strategy | None = None,
               training_task: finetuning.TrainingTask | None = None) -> dict[str, Any]:
@@ -194,18 +233,9 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                      options.predict_file if options.do_predict else None):
             if path:
                 squad.check_conversion_keeps_offsets(path, convert)
-    bert_config = options.load_bert_config(run_config)
-    task = SpanTask(bert_config)
-    tokenizer = options.create_tokenizer(run_config.init_checkpoint, bert_config)
+    prepared = prepare(options, run_config, strategy)
+    task, tokenizer = prepared.loop_task, prepared.tokenizer
     out: dict[str, Any] = {}
-
-    def predict_records() -> squad_records.CachedRecords:
-        """The predict file's windows (also the evaluation set during training)."""
-        if not options.predict_file:
-            raise UserError("evaluation during training (--eval_every_n_steps, --best_metric, "
-                             "...) reads --predict_file, with answers")
-        return squad_records.cached_records(options.predict_file, run_config.output_dir, False,
-                                            tokenizer, options.tokenizer_files, options.features)
     if options.do_train:
         cached = squad_records.cached_records(options.train_file, run_config.output_dir, True,
                                               tokenizer, options.tokenizer_files,
@@ -215,15 +245,13 @@ def run_squad(options: SquadOptions, run_config: training.RunConfig,
                                                   "training questions")
         input_fn = train_input_fn(cached, options.max_seq_length, run_config.seed)
         evaluator = best_checkpoint.from_options(
-            options, run_config.output_dir,
-            lambda path: _predict(options, task, run_config, strategy, predict_records(),
-                                  tokenizer, checkpoint=path, write=False)["eval"],
+            options, run_config.output_dir, prepared.evaluate,
             cached.num_examples // run_config.train_batch_size, DEFAULT_BEST_METRIC,
             None, training.is_chief(strategy or tf.distribute.get_strategy()))
         out["train"] = training.train(training_task(task) if training_task else task,
                                       run_config, input_fn, strategy, evaluator)
     if options.do_predict:
-        cached = predict_records()
+        cached = prepared.predict_records()
         out["predict_counts"] = cached.counts
         out.update(_predict(options, task, run_config, strategy, cached, tokenizer,
                             best_checkpoint.prediction_checkpoint(run_config.output_dir,

@@ -10,31 +10,28 @@ candidates of a sentence come from one batch, a row per masked word; the choices
 random.Random seeded by the seed and the example's index, so the same seed writes the same
 bytes.
 
-`augment_classifier_data` writes the task's train (augmented), dev and test examples as a
-custom task's TSV files (`run_classifier.py --task_name=custom` layout, the task's labels in
-their order) and returns the spec the classifier reads them with.
+`augmented_options` has the task family write its files with each training example followed by
+its variants (`TaskFamily.augment`: the classifier's custom-task TSV files) and returns the
+options that read them.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import random
 from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import filesystem
 from bert_tf.checkpoints import model_config, name_map
 from bert_tf.errors import UserError
 from bert_tf.model import models
-from bert_tf.tasks.classifier import processors as classification
+from bert_tf.tasks.family import TaskFamily, TextVariants
 from bert_tf.text.fast_basic import CJK_RANGES
 from bert_tf.text.tokenizers import FullTokenizer
+from bert_tf.training.finetuning import FinetuningOptions
 
 Candidates = Callable[[Sequence[str]], list[list[str]]]
-SETTINGS_FILE = "augmentation.json"
 
 
 def _is_cjk(word: str) -> bool:
@@ -123,66 +120,27 @@ def augment_text(text: str, words_of: Callable[[str], list[str]], candidates: Ca
                         else word for i, word in enumerate(words)]) for _ in range(copies)]
 
 
-def augment_examples(examples: Sequence[classification.InputExample],
-                     words_of: Callable[[str], list[str]], candidates: Candidates, copies: int,
-                     probability: float, seed: int) -> list[classification.InputExample]:
-    """Each example, followed by its `copies` variants (text_a and text_b both varied)."""
-    out = []
-    for index, example in enumerate(examples):
+def text_variants(candidates: Candidates, words_of: Callable[[str], list[str]], copies: int,
+                  probability: float, seed: int) -> TextVariants:
+    """An example's texts → its `copies` variants (`augment_text` on each text, None kept),
+    drawn from random.Random seeded by `seed` and the example's index."""
+    def variants(texts: Sequence[str | None], index: int) -> list[tuple[str | None, ...]]:
         rng = random.Random(f"{seed}:{index}")
-        variants_a = augment_text(example.text_a, words_of, candidates, copies, probability, rng)
-        variants_b = ([None] * copies if example.text_b is None else
-                      augment_text(example.text_b, words_of, candidates, copies, probability, rng))
-        out.append(example)
-        out.extend(classification.InputExample(f"{example.guid}-aug{c}", a, b, example.label)
-                   for c, (a, b) in enumerate(zip(variants_a, variants_b)))
-    return out
+        varied = [[None] * copies if text is None else
+                  augment_text(text, words_of, candidates, copies, probability, rng)
+                  for text in texts]
+        return list(zip(*varied))
+    return variants
 
 
-def _label_cell(task: classification.TaskSpec, label) -> str:
-    if task.multi_label:
-        return task.label_separator.join(label)
-    return "" if label is None else str(label)
+def augmented_options(family: TaskFamily, options: FinetuningOptions, directory: str,
+                      make_candidates: Callable[[], MaskedLmCandidates], copies: int,
+                      probability: float, seed: int, settings: dict) -> FinetuningOptions:
+    """`options` reading the family's augmented copy of the task's files in `directory`
+    (`family.augment`): kept as written when made with the same `settings` (the masked LM is
+    then never loaded), else written again."""
+    def make_variants() -> TextVariants:
+        candidates = make_candidates()
+        return text_variants(candidates, candidates.words, copies, probability, seed)
 
-
-def _write_split(path: str, task: classification.TaskSpec,
-                 examples: Sequence[classification.InputExample], pair: bool) -> None:
-    header = "text_a\t" + ("text_b\t" if pair else "") + "label\n"
-    lines = [f"{e.text_a}\t" + (f"{e.text_b or ''}\t" if pair else "")
-             + _label_cell(task, e.label) + "\n" for e in examples]
-    filesystem.write_atomically(path, header + "".join(lines))
-
-
-def augment_classifier_data(task: classification.TaskSpec, data_dir: str, output_dir: str,
-                            make_candidates: Callable[[], MaskedLmCandidates], copies: int,
-                            probability: float, seed: int, settings: dict) -> dict:
-    """Writes output_dir/{train,dev,test}.tsv (train augmented) and returns their custom spec;
-    reuses them when output_dir/augmentation.json holds the same `settings` (the masked LM is
-    then never loaded)."""
-    splits = {split: classification.read_examples(task, data_dir, split)
-              for split in ("train", "dev", "test")
-              if tf.io.gfile.exists(os.path.join(data_dir, task.splits[split].filename))}
-    pair = any(e.text_b is not None for examples in splits.values() for e in examples)
-    spec = {"text_a": "text_a", "label": "label", "labels": list(task.labels or []),
-            "regression": task.regression, "metrics": list(task.metrics), "name": task.name}
-    if pair:
-        spec["text_b"] = "text_b"
-    if task.multi_label:
-        spec = {**spec, "multi_label": True, "label_separator": task.label_separator}
-        del spec["metrics"]
-    if task.regression:
-        del spec["labels"]
-    settings_path = os.path.join(output_dir, SETTINGS_FILE)
-    if tf.io.gfile.exists(settings_path):
-        with tf.io.gfile.GFile(settings_path) as f:
-            if json.load(f) == settings:
-                return spec
-    tf.io.gfile.makedirs(output_dir)
-    candidates = make_candidates()
-    for split, examples in splits.items():
-        if split == "train":
-            examples = augment_examples(examples, candidates.words, candidates, copies,
-                                        probability, seed)
-        _write_split(os.path.join(output_dir, f"{split}.tsv"), task, examples, pair)
-    filesystem.write_atomically(settings_path, json.dumps(settings, sort_keys=True))
-    return spec
+    return family.augment(options, directory, make_variants, settings)

@@ -1,9 +1,10 @@
 """Task distillation end to end: what `run_distillation.py` (bert-distill) runs.
 
-`run_distillation(kind, options, run_config, distillation)` trains a student of a fine-tuned
-teacher through the task's own run function (`run_classifier`, `run_ner`, `run_squad`) with its
-`training_task` set to a `DistillationTask`, one run per stage: every stage but the last in
-`output_dir/<stage>/`, the last in `output_dir`, each the next one's init_checkpoint. So every
+`run_distillation(task, options, run_config, distillation)` trains a student of a fine-tuned
+teacher through the task family's own run function (`TaskFamily.run`: run_classifier, run_ner,
+run_squad, ...) with its `training_task` set to a `DistillationTask`, one run per stage: every
+stage but the last in `output_dir/<stage>/`, the last in `output_dir`, each the next one's
+init_checkpoint. So every
 stage has the loop's checkpoints, exact resume, preemption and best checkpoint, and `output_dir`
 is an ordinary run directory of the task (--do_predict, --export_dir and bert-predict read it).
 
@@ -18,7 +19,7 @@ import json
 import os
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any
 
 import keras
 import numpy as np
@@ -29,19 +30,17 @@ from bert_tf import filesystem
 from bert_tf.checkpoints import model_config, name_map
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks.classifier import task as classifier_task
-from bert_tf.tasks.ner import task as ner_task
-from bert_tf.tasks.squad import task as squad_task
+from bert_tf.tasks import families
+from bert_tf.tasks.family import TaskFamily
 from bert_tf.training import best_checkpoint, finetuning, loop as training
 from bert_tf.workflows.distillation import augmentation, student as students
 from bert_tf.workflows.distillation.task import (
-    STAGES, DistillationTask, PredictionTerm, classifier_term, span_term, tagging_term)
+    STAGES, DistillationTask, prediction_term)
 
 RESULTS_FILE = "distillation_results.json"
 AUGMENTED_DIR = "augmented_data"
 TEACHER_DIR = "teacher"
 DEV_RECORDS = "eval.tf_record"  # the dev windows every task caches in its run directory
-KINDS = ("classifier", "ner", "squad")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,17 +72,6 @@ class DistillationOptions:
     augment_copies: int = 20
     augment_probability: float = 0.4
     augment_top_k: int = 15
-
-
-def _runner(kind: str) -> Callable[..., dict[str, Any]]:
-    return {"classifier": classifier_task.run_classifier, "ner": ner_task.run_ner,
-            "squad": squad_task.run_squad}[kind]
-
-
-def _prediction_term(kind: str, base: finetuning.EncoderTask) -> PredictionTerm:
-    if kind == "classifier":
-        return classifier_term(base.regression, base.multi_label)
-    return tagging_term() if kind == "ner" else span_term()
 
 
 def _replace(options, **changes):
@@ -131,16 +119,15 @@ class _Teacher:
         source = os.path.join(self.distillation.teacher_dir, finetuning.LABEL_LIST_FILE)
         return _read_lines(source), source
 
-    def check_data_labels(self, kind: str, options, output_dir: str) -> None:
+    def check_data_labels(self, family: TaskFamily, options, output_dir: str) -> None:
         """The labels the student's data gives, found before any data is converted, against
         the teacher's label_list.txt."""
         teacher_labels, source = self._labels()
-        if teacher_labels is None or kind == "squad":  # SQuAD has no label list
+        if teacher_labels is None:
             return
-        if kind == "classifier":
-            ours = classifier_task.output_labels(options)
-        else:
-            ours = ner_task.resolve_labels(options, output_dir, None)
+        ours = family.data_labels(options, output_dir)
+        if ours is None:  # a family without a label list (SQuAD's spans)
+            return
         students.check_same_labels(teacher_labels, ours, source,
                                    f"the student's data (--data_dir={options.data_dir})")
 
@@ -201,13 +188,13 @@ def _with_teacher_vocabulary(options, distillation: DistillationOptions):
     return dataclasses.replace(options, vocab_file=vocab_file)
 
 
-def run_distillation(kind: str, options: finetuning.FinetuningOptions,
+def run_distillation(task: str, options: finetuning.FinetuningOptions,
                      run_config: training.RunConfig, distillation: DistillationOptions,
                      strategy: tf.distribute.Strategy | None = None) -> dict[str, Any]:
     """Distils the teacher into a student in `run_config.output_dir`, stage by stage.
 
     Args:
-      kind: "classifier", "ner" or "squad".
+      task: the task family's name (`bert_tf.tasks.families`: "classifier", "ner", ...).
       options: the task's options (its data, tokenizer, evaluation and export flags).
       run_config: the loop's options; learning_rate is the prediction stage's.
       distillation: teacher, student and stages.
@@ -216,8 +203,7 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
       {"stages": {stage: the task's results}, "results": distillation_results.json's figures
        (when the last stage evaluated the student)}.
     """
-    if kind not in KINDS:
-        raise UserError(f"--task must be one of {', '.join(KINDS)}, got {kind!r}")
+    family = families.family_named(task)
     _check_flags(options, run_config, distillation)
     options = _with_teacher_vocabulary(options, distillation)
     # Everything that can be checked is, before anything is written or converted.
@@ -235,14 +221,14 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
     options.create_tokenizer(None, config)  # its special tokens, its size against the config
     output_dir = run_config.output_dir
     teacher = _Teacher(distillation, teacher_config)
-    teacher.check_data_labels(kind, options, output_dir)
+    teacher.check_data_labels(family, options, output_dir)
     if distillation.augment_checkpoint:
-        _check_augmentation(kind, options, distillation)
-    tf.io.gfile.makedirs(output_dir)
+        _check_augmentation(family, options, distillation)
+    filesystem.makedirs(output_dir)
     config_file = os.path.join(output_dir, "student_config.json")
     filesystem.write_atomically(config_file, config.to_json_string())
     if distillation.augment_checkpoint:
-        options = _augmented(kind, options, run_config, distillation)
+        options = _augmented(family, options, run_config, distillation)
     student_options = _replace(options, bert_config_file=config_file)
     stage_results, made = {}, {}
     init = distillation.student_init_checkpoint
@@ -265,27 +251,28 @@ def run_distillation(kind: str, options: finetuning.FinetuningOptions,
             teacher.check_labels(stage_dir)
             made["base"] = base
             return DistillationTask(
-                base, lambda: teacher.load(base), stage, _prediction_term(kind, base),
+                base, lambda: teacher.load(base), stage, prediction_term(base.soft_targets()),
                 distillation.temperature, distillation.alpha,
                 initialise_from_teacher=(first and distillation.student_layers is not None
                                          and not distillation.student_init_checkpoint))
 
         logging.info("distillation stage %s → %s", stage, stage_dir)
-        stage_results[stage] = _runner(kind)(stage_options, stage_config, strategy,
-                                             training_task=distillation_task)
+        stage_results[stage] = family.run(stage_options, stage_config, strategy,
+                                          training_task=distillation_task)
         init = stage_dir
     out = {"stages": stage_results}
     student_eval = stage_results[distillation.stages[-1]].get("eval")
     if student_eval is not None:
-        out["results"] = _compare(kind, options, run_config, teacher, made["base"],
+        out["results"] = _compare(family, options, run_config, teacher, made["base"],
                                   student_eval, strategy)
     return out
 
 
-def _check_augmentation(kind: str, options, distillation: DistillationOptions) -> None:
-    if kind != "classifier" or options.processor:
-        raise UserError("--augment_checkpoint augments a classifier's files (--task=classifier, "
-                        "no --processor)")
+def _check_augmentation(family: TaskFamily, options, distillation: DistillationOptions) -> None:
+    if family.augment is None or getattr(options, "processor", None):
+        augmentable = [f.name for f in families.FAMILIES if f.augment is not None]
+        raise UserError(f"--augment_checkpoint augments a {' or '.join(augmentable)} task's "
+                        f"files (--task={'|'.join(augmentable)}, no --processor)")
     if not 0.0 <= distillation.augment_probability <= 1.0 or distillation.augment_copies < 1:
         raise UserError("--augment_probability must be in [0, 1] and --augment_copies at least 1")
     if options.vocab_file:
@@ -293,48 +280,44 @@ def _check_augmentation(kind: str, options, distillation: DistillationOptions) -
             distillation.augment_checkpoint, "vocab.txt"), "--augment_checkpoint")
 
 
-def _augmented(kind: str, options, run_config: training.RunConfig,
+def _augmented(family: TaskFamily, options, run_config: training.RunConfig,
                distillation: DistillationOptions):
     """`options` reading the augmented copy of the task's data (written now, or kept from an
     earlier run with the same settings; `_check_augmentation` passed)."""
-    task = classifier_task.resolve_task(options)
-    settings = {"checkpoint": distillation.augment_checkpoint, "task": task.name,
-                "data_dir": options.data_dir, "copies": distillation.augment_copies,
+    settings = {"checkpoint": distillation.augment_checkpoint, "data_dir": options.data_dir,
+                "copies": distillation.augment_copies,
                 "probability": distillation.augment_probability,
                 "top_k": distillation.augment_top_k, "seed": run_config.seed}
-    directory = os.path.join(run_config.output_dir, AUGMENTED_DIR)
-    spec = augmentation.augment_classifier_data(
-        task, options.data_dir, directory, lambda: augmentation.MaskedLmCandidates(
+    return augmentation.augmented_options(
+        family, options, os.path.join(run_config.output_dir, AUGMENTED_DIR),
+        lambda: augmentation.MaskedLmCandidates(
             distillation.augment_checkpoint, options.vocab_file, options.do_lower_case,
             distillation.augment_top_k, options.max_seq_length),
         distillation.augment_copies, distillation.augment_probability, run_config.seed, settings)
-    return dataclasses.replace(options, task_name="custom", custom_spec=spec, data_dir=directory)
 
 
-def _main_metric(kind: str, options) -> str:
-    """The figure the results compare: --best_metric's key, else the task's default (the
-    classifier's first GLUE metric: eval_mcc for CoLA, eval_pearson for regression)."""
+def _main_metric(family: TaskFamily, options) -> str:
+    """The figure the results compare: --best_metric's key, else the family's default for
+    these options (the classifier's first GLUE metric: eval_mcc for CoLA, eval_pearson for
+    regression)."""
     if options.best_metric:
         return options.best_metric.split(":")[0]
-    if kind == "classifier":
-        return ("eval_accuracy" if options.processor  # a user's processor: no GLUE metrics
-                else classifier_task.default_metric(classifier_task.resolve_task(options)))
-    return ner_task.DEFAULT_BEST_METRIC if kind == "ner" else squad_task.DEFAULT_BEST_METRIC
+    return family.default_metric(options)
 
 
-def _compare(kind: str, options, run_config: training.RunConfig, teacher: _Teacher,
+def _compare(family: TaskFamily, options, run_config: training.RunConfig, teacher: _Teacher,
              base: finetuning.EncoderTask, student_eval: dict[str, Any],
              strategy) -> dict[str, Any]:
     """Evaluates the teacher on the same dev data, measures both models' throughput on the dev
     windows, and writes distillation_results.json."""
     teacher_dir = os.path.join(run_config.output_dir, TEACHER_DIR)
     teacher_options = _replace(options, do_train=False, export_dir=None, export_hf_dir=None,
-                               do_predict=kind == "squad" and options.do_predict)
-    teacher_eval = _runner(kind)(teacher_options, run_config.replace(
+                               do_predict=family.evaluates_by_predicting and options.do_predict)
+    teacher_eval = family.run(teacher_options, run_config.replace(
         output_dir=teacher_dir, init_checkpoint=teacher.checkpoint), strategy)["eval"]
     student_model = training.load_model(base, run_config, checkpoint=(
         best_checkpoint.prediction_checkpoint(run_config.output_dir, options.predict_from)))
-    metric = _main_metric(kind, options)
+    metric = _main_metric(family, options)
     dev = dev_inputs(os.path.join(run_config.output_dir, DEV_RECORDS))
     speeds = throughput({"teacher": teacher.load(base), "student": student_model}, dev,
                         run_config.eval_batch_size)

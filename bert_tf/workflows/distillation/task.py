@@ -8,9 +8,9 @@ the student's checkpoints. Two stages:
 - "intermediate": attention-score and hidden-state MSE between student layer j and teacher layer
   `layer_map(...)[j]`, embeddings with embeddings; a learned projection (the model attribute
   `distillation_projection`, saved with the stage's checkpoints) when the widths differ;
-- "prediction": the soft loss on the outputs (`PredictionTerm`: per example, per token for NER,
-  start and end for SQuAD), weighted `alpha`, plus the task's own gold-label loss weighted
-  1 − alpha.
+- "prediction": the soft loss on the outputs the task declares (`prediction_term` of its
+  `soft_targets()`: per example, per token for NER, start and end for SQuAD), weighted `alpha`,
+  plus the task's own gold-label loss weighted 1 − alpha.
 """
 
 from __future__ import annotations
@@ -42,45 +42,34 @@ class PredictionTerm:
     weight: Callable[[Mapping[str, tf.Tensor]], tf.Tensor]
 
 
-def _example_weights(features) -> tf.Tensor:
-    return tf.reshape(tf.cast(features["is_real_example"], tf.float32), [-1])  # [B]
+_ROW_LOSSES = {  # SoftTargets.kind → (student, teacher, temperature) → loss per row
+    "softmax": losses.soft_cross_entropy,
+    "sigmoid": losses.soft_binary_cross_entropy,
+    "squared_error": lambda student, teacher, temperature: losses.squared_error(student, teacher),
+}
 
 
-def classifier_term(regression: bool, multi_label: bool) -> PredictionTerm:
-    """Soft cross-entropy per example; MSE for regression; soft sigmoids for multi-label."""
+def prediction_term(targets: finetuning.SoftTargets) -> PredictionTerm:
+    """The soft loss of a task's outputs (`EncoderTask.soft_targets`): soft cross-entropy per
+    example or token, soft sigmoids for multi-label, MSE for regression; the mean over several
+    outputs (SQuAD's start and end)."""
+    row_loss = _ROW_LOSSES[targets.kind]
+
     def loss(features, student, teacher, temperature):
-        if regression:
-            per_example = losses.squared_error(student["logits"], teacher["logits"])
-        elif multi_label:
-            per_example = losses.soft_binary_cross_entropy(student["logits"], teacher["logits"],
-                                                           temperature)
-        else:
-            per_example = losses.soft_cross_entropy(student["logits"], teacher["logits"],
-                                                    temperature)
-        return tf.reduce_sum(_example_weights(features) * per_example)
-    return PredictionTerm(loss, lambda features: tf.reduce_sum(_example_weights(features)))
+        per_row = [row_loss(student[name], teacher[name], temperature)
+                   for name in targets.outputs]
+        total = per_row[0] if len(per_row) == 1 else tf.add_n(per_row)
+        if targets.weights is not None:
+            total = targets.weights(features) * total
+        summed = tf.reduce_sum(total)
+        return summed if len(per_row) == 1 else summed / float(len(per_row))
 
+    def weight(features):
+        if targets.weights is None:
+            return tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
+        return tf.reduce_sum(targets.weights(features))
 
-def _token_weights(features) -> tf.Tensor:
-    return tf.cast(features["label_weights"], tf.float32)  # [B,S]: the words' first pieces
-
-
-def tagging_term() -> PredictionTerm:
-    """Soft cross-entropy per word (NER: the rows `label_weights` marks)."""
-    def loss(features, student, teacher, temperature):
-        per_token = losses.soft_cross_entropy(student["logits"], teacher["logits"], temperature)
-        return tf.reduce_sum(_token_weights(features) * per_token)
-    return PredictionTerm(loss, lambda features: tf.reduce_sum(_token_weights(features)))
-
-
-def span_term() -> PredictionTerm:
-    """(soft cross-entropy of the start logits + of the end logits) / 2 per window (SQuAD)."""
-    def loss(features, student, teacher, temperature):
-        sides = [losses.soft_cross_entropy(student[name], teacher[name], temperature)
-                 for name in ("start_logits", "end_logits")]
-        return tf.reduce_sum(sides[0] + sides[1]) / 2.0
-    return PredictionTerm(
-        loss, lambda features: tf.cast(tf.shape(features["input_ids"])[0], tf.float32))
+    return PredictionTerm(loss, weight)
 
 
 class DistillationTask(training.Task):
@@ -134,11 +123,13 @@ class DistillationTask(training.Task):
         return student
 
     def forward(self, model, features, training, static_shapes=False):
-        inputs = {name: features[name] for name in finetuning.MODEL_INPUTS}
         if self.stage == "prediction":
+            inputs = {name: features[name] for name in finetuning.MODEL_INPUTS}
             teacher = self.teacher(inputs, training=False, static_shapes=static_shapes)
             return {**model(inputs, training=training, static_shapes=static_shapes),
                     "teacher": tf.nest.map_structure(tf.stop_gradient, teacher)}
+        rows = self.base.encoder_rows(features)
+        inputs = {name: rows[name] for name in finetuning.MODEL_INPUTS}
         student = model.encoder(inputs, training=training, output_attention_scores=True,
                                 static_shapes=static_shapes)
         teacher = self.teacher.encoder(inputs, training=False, output_attention_scores=True,
@@ -156,7 +147,8 @@ class DistillationTask(training.Task):
         }
 
     def _mask(self, features) -> tf.Tensor:
-        return losses.token_mask(features["input_mask"], features.get("is_real_example"))
+        rows = self.base.encoder_rows(features)
+        return losses.token_mask(rows["input_mask"], rows.get("is_real_example"))
 
     def loss_normalizers(self, features):
         if self.stage == "intermediate":

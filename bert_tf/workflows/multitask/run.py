@@ -1,16 +1,17 @@
 """Multi-task fine-tuning: what `run_multitask.py` runs.
 
 `run_multitask(options, run_config, strategy)` trains one encoder with one head per task of
-tasks.json (classifier and NER tasks, `tasks_file`), each step on a batch of ONE task drawn by
-`sampling`, through the shared loop (checkpoints, exact resume, preemption). Each task's head is
-the model its single-task script trains (`models.classifier_model` / `token_classifier_model`
-over the shared encoder) and its loss, metrics and records are that task's own (`ClassifierTask`
-/ `TaggingTask`, `FeatureCache` / `prepare_split`), so the workflow only composes them.
+tasks.json (any task family that offers the mix, `TaskFamily.multitask`: classifier and NER
+tasks; `tasks_file`), each step on a batch of ONE task drawn by `sampling`, through the shared
+loop (checkpoints, exact resume, preemption). Each task's head is the model its single-task
+script trains (its loop task's `build_model` over the shared encoder) and its loss, metrics and
+records are that task's own (`MultitaskSupport.training_data`), so the workflow only composes
+them.
 
 After training, each task's model (the shared encoder and its head) is written as a checkpoint of
 its own, `<output_dir>/<task>/multitask/`, and evaluated, predicted and exported by the task's own
-`run_classifier` / `run_ner` from it: the figures are exactly those the single-task script gives
-for the same weights. Outputs in `output_dir`:
+run function (`TaskFamily.run`: run_classifier, run_ner) from it: the figures are exactly those
+the single-task script gives for the same weights. Outputs in `output_dir`:
 
   ckpt-<step>.*, checkpoint     the multi-task run (all heads), resumed by re-running
   eval_results_<task>.txt       each task's dev figures (its script's eval_results.txt keys)
@@ -39,16 +40,9 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
-from bert_tf.model import models
 from bert_tf.model.families import build_encoder
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks.classifier import features as classifier_features
-from bert_tf.tasks.classifier import processors as classification
-from bert_tf.tasks.classifier.task import (ClassifierOptions, ClassifierTask, PreparedClassifier,
-                                           default_metric, prepare as prepare_classifier,
-                                           resolve_task, run_classifier)
-from bert_tf.tasks.ner import data as tagging
-from bert_tf.tasks.ner import task as ner
+from bert_tf.tasks.family import Prepared, TrainingData
 from bert_tf.training import best_checkpoint, finetuning, loop as training
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.tasks_file import TaskEntry, read_tasks_file
@@ -79,18 +73,13 @@ class PreparedTask:
     number of training examples (windows for NER) and its training input function."""
 
     entry: TaskEntry
-    loop_task: ClassifierTask | ner.TaggingTask
+    loop_task: finetuning.EncoderTask
     num_examples: int
     train_input_fn: Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
 
     def build_model(self, encoder: keras.Layer) -> keras.Model:
         """The task's single-task model over `encoder` (what its script's task builds)."""
-        task = self.loop_task
-        if isinstance(task, ClassifierTask):
-            return models.classifier_model(task.bert_config, task.num_labels, encoder=encoder)
-        return models.token_classifier_model(task.bert_config, task.num_labels,
-                                             lstm_size=task.lstm_size, crf=task.crf,
-                                             encoder=encoder)
+        return self.loop_task.build_model(encoder=encoder)
 
     @property
     def label_specs(self) -> dict[str, tf.TensorSpec]:
@@ -105,16 +94,7 @@ def check_task_files(entries: list[TaskEntry], splits: tuple[str, ...]) -> None:
     that a missing or malformed file of any task (a bad row, a classifier label outside its
     list) fails before the first task's data is converted and anything is written."""
     for entry in entries:
-        options = entry.options
-        if entry.kind == "classifier":
-            spec = resolve_task(options)
-            for split in splits:
-                classification.read_examples(spec, options.data_dir, split)
-            continue
-        files = {"train": options.train_file, "dev": options.dev_file,
-                 "test": options.test_file}
-        for split in splits:
-            tagging.read_sentences(options.path(files[split]), options.data_format)
+        entry.family.multitask.check_files(entry.options, splits)
 
 
 def _splits_read(options: MultitaskOptions) -> tuple[str, ...]:
@@ -136,26 +116,9 @@ def prepare_task(entry: TaskEntry, directory: str, bert_config: BertConfig, toke
                  run_config: training.RunConfig) -> PreparedTask:
     """Reads a task's training file into its records (in `directory`, where its single-task
     run would write them), as its script does."""
-    options = entry.options
-    filesystem.makedirs(directory)
-    if entry.kind == "classifier":
-        spec = resolve_task(options)
-        cache = classifier_features.FeatureCache(
-            spec, options.data_dir, directory, options.max_seq_length, tokenizer,
-            options.tokenizer_files, options.do_lower_case)
-        split = cache.records("train")
-        loop_task = ClassifierTask(bert_config, spec.num_labels, spec.regression,
-                                   spec.multi_label)
-        # Full-length batches: every task's batch has the same [B,S] inputs.
-        return PreparedTask(entry, loop_task, split.num_examples,
-                            cache.input_fn(split, is_training=True, seed=run_config.seed))
-    train = tagging.read_sentences(options.path(options.train_file), options.data_format)
-    labels = ner.resolve_labels(options, directory, train)
-    split = ner.prepare_split(options.path(options.train_file), train, options, labels,
-                              tokenizer, os.path.join(directory, "train.tf_record"))
-    loop_task = ner.make_task(options, bert_config, labels, run_config.learning_rate)
-    return PreparedTask(entry, loop_task, split.features.num_windows,
-                        ner.input_fn(split, options.max_seq_length, True, run_config.seed))
+    data: TrainingData = entry.family.multitask.training_data(
+        entry.options, directory, bert_config, tokenizer, run_config)
+    return PreparedTask(entry, data.loop_task, data.num_examples, data.input_fn)
 
 
 class MultitaskModel(keras.Model):
@@ -337,7 +300,7 @@ def checkpoint_step(checkpoint: str) -> int:
 def _task_run_options(entry: TaskEntry, run_config: training.RunConfig, *, train: bool,
                       do_eval: bool, do_predict: bool, init_checkpoint: str, output_dir: str,
                       export_dir: str | None
-                      ) -> tuple[ClassifierOptions | ner.NerOptions, training.RunConfig]:
+                      ) -> tuple[finetuning.FinetuningOptions, training.RunConfig]:
     """The task's script options and run config for a run from `init_checkpoint` (a task
     checkpoint of `write_task_checkpoints`) into `output_dir`."""
     task_options = dataclasses.replace(
@@ -355,40 +318,34 @@ def _run_task(entry: TaskEntry, run_config: training.RunConfig, strategy, *, tra
     task_options, task_config = _task_run_options(
         entry, run_config, train=train, do_eval=do_eval, do_predict=do_predict,
         init_checkpoint=init_checkpoint, output_dir=output_dir, export_dir=export_dir)
-    if entry.kind == "classifier":
-        return run_classifier(task_options, task_config, strategy)
-    return ner.run_ner(task_options, task_config, strategy)
+    return entry.family.run(task_options, task_config, strategy)
 
 
 def main_metric(prepared: PreparedTask) -> str:
     """The eval_results key that stands for a task in `mean`: its script's --best_metric
     default (the first GLUE metric of a classifier task, eval_f1 for NER)."""
-    if isinstance(prepared.loop_task, ClassifierTask):
-        return default_metric(resolve_task(prepared.entry.options))
-    return ner.DEFAULT_BEST_METRIC
+    return prepared.entry.family.default_metric(prepared.entry.options)
 
 
 class TaskEvaluations:
     """Every task's dev figures for a multi-task checkpoint, as `<task>_<key>`, and `mean`: the
     mean of the tasks' main metrics (`main_metric`). Each task's evaluation is its script's
-    --do_eval (`classifier.task.prepare` / `ner.task.prepare`), prepared at the first call and
+    --do_eval (`TaskFamily.prepare`), prepared at the first call and
     kept, so that its model is built and its steps traced once per run, not per evaluation."""
 
     def __init__(self, multitask: MultitaskTask, tasks: list[PreparedTask],
                  run_config: training.RunConfig, strategy: tf.distribute.Strategy | None):
         self.multitask, self.tasks = multitask, tasks
         self.run_config, self.strategy = run_config, strategy
-        self._prepared: dict[str, PreparedClassifier | ner.PreparedTagger] = {}
+        self._prepared: dict[str, Prepared] = {}
 
-    def _prepare(self, entry: TaskEntry, prefix: str
-                 ) -> PreparedClassifier | ner.PreparedTagger:
+    def _prepare(self, entry: TaskEntry, prefix: str) -> Prepared:
         if entry.name not in self._prepared:
             options, config = _task_run_options(
                 entry, self.run_config, train=False, do_eval=True, do_predict=False,
                 init_checkpoint=prefix, output_dir=task_dir(self.run_config.output_dir,
                                                             entry.name), export_dir=None)
-            prepare = prepare_classifier if entry.kind == "classifier" else ner.prepare
-            self._prepared[entry.name] = prepare(options, config, self.strategy)
+            self._prepared[entry.name] = entry.family.prepare(options, config, self.strategy)
         return self._prepared[entry.name]
 
     def __call__(self, checkpoint: str) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""tasks.json: the tasks of a multi-task run, each a classifier or a tagging (NER) task.
+"""tasks.json: the tasks of a multi-task run, each of a task family that offers the mix
+(`TaskFamily.multitask`: a classifier or a tagging (NER) task).
 
     {"tasks": [
       {"name": "sst", "type": "classifier", "task_name": "sst-2", "data_dir": "glue/SST-2"},
@@ -6,11 +7,12 @@
        "task_spec": {"text_a": "text", "label": "stars", "regression": true}, "weight": 0.5},
       {"name": "ner", "type": "ner", "data_dir": "conll2003", "tag_scheme": "bioes"}]}
 
-Each entry takes the flags of its single-task script that describe the task (run_classifier.py:
-task_name, data_dir, task_spec (an object or a spec file's path), xnli_language, threshold,
-tune_thresholds; run_ner.py: data_dir, data_format, tag_scheme, labels, train_file, dev_file,
-test_file, window_overlap, crf, lstm_size, crf_learning_rate, decode), plus `name` (its output
-files' name), `type` and `weight` (sampling, default 1). Relative paths are relative to the
+Each entry takes the flags of its single-task script that describe the task (its family's
+`MultitaskSupport.keys`; run_classifier.py: task_name, data_dir, task_spec (an object or a spec
+file's path), xnli_language, threshold, tune_thresholds; run_ner.py: data_dir, data_format,
+tag_scheme, labels, train_file, dev_file, test_file, window_overlap, crf, lstm_size,
+crf_learning_rate, decode), plus `name` (its output files' name), `type` (the family's name) and
+`weight` (sampling, default 1). Relative paths are relative to the
 file's directory. The model, tokenizer and sequence length are the run's, shared by all tasks.
 """
 
@@ -19,24 +21,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Mapping
+from typing import Any
 
 from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
-from bert_tf.tasks.classifier import processors as classification
-from bert_tf.tasks.classifier.task import ClassifierOptions
-from bert_tf.tasks.ner.task import NerOptions
+from bert_tf.tasks import families
+from bert_tf.tasks.family import TaskFamily
 from bert_tf.training.finetuning import FinetuningOptions
 
-KINDS = ("classifier", "ner")
 _ENTRY_KEYS = {"name", "type", "weight"}
-_TASK_KEYS = {
-    "classifier": {"task_name", "data_dir", "task_spec", "xnli_language", "threshold",
-                   "tune_thresholds"},
-    "ner": {"data_dir", "data_format", "tag_scheme", "labels", "train_file", "dev_file",
-            "test_file", "window_overlap", "crf", "lstm_size", "crf_learning_rate", "decode"},
-}
-_PATH_KEYS = ("data_dir", "task_spec")
 _SELECTION_FIELDS = {"eval_every_n_steps", "eval_every_epoch", "best_metric",
                      "early_stopping_patience", "predict_from"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -44,12 +37,17 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 @dataclasses.dataclass(frozen=True)
 class TaskEntry:
-    """One task of the mix: its name, kind ("classifier" or "ner"), sampling weight and the
-    options its single-task script would run with."""
+    """One task of the mix: its name, family, sampling weight and the options its single-task
+    script would run with."""
     name: str
-    kind: str
+    family: TaskFamily
     weight: float
-    options: ClassifierOptions | NerOptions
+    options: FinetuningOptions
+
+    @property
+    def kind(self) -> str:
+        """The family's name: the entry's "type"."""
+        return self.family.name
 
 
 def read_tasks_file(path: str, shared: FinetuningOptions) -> list[TaskEntry]:
@@ -79,12 +77,15 @@ def _entry(raw: Any, number: int, path: str, base: str, shared: FinetuningOption
     if not isinstance(raw, dict):
         raise UserError(f"{where}: expected an object, got {type(raw).__name__}")
     kind = raw.get("type")
-    if kind not in KINDS:
-        raise UserError(f"{where}: 'type' must be one of {list(KINDS)}, got {kind!r}")
-    unknown = set(raw) - _ENTRY_KEYS - _TASK_KEYS[kind]
+    offered = families.multitask_families()
+    if kind not in families.names(offered):
+        raise UserError(f"{where}: 'type' must be one of {families.names(offered)}, got {kind!r}")
+    family = families.family_named(kind, families=offered)
+    task_keys = family.multitask.keys
+    unknown = set(raw) - _ENTRY_KEYS - task_keys
     if unknown:
         raise UserError(f"{where}: unknown key(s) {sorted(unknown)} for a {kind} task; known: "
-                        f"{sorted(_ENTRY_KEYS | _TASK_KEYS[kind])}")
+                        f"{sorted(_ENTRY_KEYS | task_keys)}")
     name = raw.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise UserError(f"{where}: 'name' must be a short name of letters, digits, '_', '-' or "
@@ -94,21 +95,13 @@ def _entry(raw: Any, number: int, path: str, base: str, shared: FinetuningOption
         raise UserError(f"{where} ('{name}'): 'weight' must be a positive number, got {weight!r}")
     if "data_dir" not in raw:
         raise UserError(f"{where} ('{name}'): 'data_dir' (the task's files) is required")
-    values = {key: value for key, value in raw.items() if key in _TASK_KEYS[kind]}
-    for key in _PATH_KEYS:
+    values = {key: value for key, value in raw.items() if key in task_keys}
+    for key in family.multitask.path_keys:
         if isinstance(values.get(key), str) and not filesystem.scheme(values[key]):
             values[key] = filesystem.join(base, values[key])
     # Evaluation during training and the best checkpoint are the mix's (see run.py), not a task's.
     common = {field.name: getattr(shared, field.name)
               for field in dataclasses.fields(FinetuningOptions)
               if field.name not in _SELECTION_FIELDS}
-    if kind == "ner":
-        return TaskEntry(name, kind, float(weight), NerOptions(**common, **values))
-    spec = values.pop("task_spec", None)
-    if isinstance(spec, str):
-        spec = classification.load_task_spec(spec)
-    if "task_name" not in values:
-        raise UserError(f"{where} ('{name}'): 'task_name' is required (a GLUE task, xnli or "
-                        "custom with a 'task_spec')")
-    return TaskEntry(name, kind, float(weight),
-                     ClassifierOptions(**common, **values, custom_spec=spec))
+    return TaskEntry(name, family, float(weight),
+                     family.multitask.options(values, common, f"{where} ('{name}')"))

@@ -4,7 +4,7 @@ Each trial is the user's command as a subprocess with `--output_dir=<output_dir>
 the trial's flags appended (absl takes the last value of a flag). Its score is the metric of
 its `best_state.json` when it selected checkpoints (--best_metric, --eval_every_*; the figures in
 `best/eval_results.txt`), else the key of its `eval_results.txt` that the command's
---best_metric names, or the script's default (`DEFAULT_METRICS`).
+--best_metric names, or the script's family's default (`TaskFamily.search_metric`).
 
 Files in --output_dir:
   <trial>/       the trial's run directory (checkpoints, eval_results.txt, best/, ...)
@@ -43,8 +43,7 @@ from absl import flags, logging
 
 from bert_tf import filesystem, run_lock
 from bert_tf.errors import PREEMPTED_STATUS, UserError
-from bert_tf.tasks.ner.task import DEFAULT_BEST_METRIC as NER_METRIC
-from bert_tf.tasks.squad.task import DEFAULT_BEST_METRIC as SQUAD_METRIC
+from bert_tf.tasks import families
 from bert_tf.training import best_checkpoint
 from bert_tf.training.log import read_eval_results
 from bert_tf.workflows.search import script_flags
@@ -53,10 +52,6 @@ from bert_tf.workflows.search.parent_death import tied_command
 
 TRIALS_FILE = "trials.jsonl"
 BEST_FILE = "best.json"
-# --best_metric's default of each fine-tuning script (a regression classifier needs
-# --best_metric=eval_pearson in its command: it has no accuracy).
-DEFAULT_METRICS = {"run_classifier": "eval_accuracy", "run_ner": NER_METRIC,
-                   "run_squad": SQUAD_METRIC}
 OUTPUT_LINES_KEPT = 20
 
 
@@ -82,17 +77,18 @@ def command_flag(command: Sequence[str], name: str) -> str | None:
     return value
 
 
-def _script_name(command: Sequence[str]) -> str | None:
-    """run_classifier / run_ner / run_squad for `python run_classifier.py ...` or
-    `bert-run-classifier ...`, else None."""
-    for arg in command:
-        if arg.startswith("-"):
-            continue
-        name = os.path.basename(arg).removesuffix(".py").replace("bert-run-", "run_")
-        name = name.replace("-", "_")
-        if name in DEFAULT_METRICS:
-            return name
-    return None
+def _family_of(program: str) -> families.TaskFamily | None:
+    """The task family whose script `program` is: `path/run_ner.py`, `run_ner` or its console
+    command `bert-run-ner`; None for another program."""
+    name = os.path.basename(program).removesuffix(".py")
+    return next((family for family in families.FAMILIES
+                 if name in (family.script, family.console_script)), None)
+
+
+def _command_family(command: Sequence[str]) -> families.TaskFamily | None:
+    """The family of the fine-tuning script `command` runs (`python run_classifier.py ...`,
+    `bert-run-classifier ...`), else None."""
+    return next((family for family in map(_family_of, command) if family is not None), None)
 
 
 def _python_script(command: Sequence[str]) -> int | None:
@@ -113,12 +109,12 @@ def command_script(command: Sequence[str]) -> tuple[str, int] | None:
     index = _python_script(command) if program.startswith("python") else 0
     if index is None:
         return None
-    name = os.path.basename(command[index]).removesuffix(".py").replace("bert-run-", "run_")
-    if name not in DEFAULT_METRICS:
+    family = _family_of(command[index])
+    if family is None:
         return None
     if command[index].endswith(".py"):
         return command[index], index + 1
-    spec = importlib.util.find_spec(name)  # a console script: its module
+    spec = importlib.util.find_spec(family.script)  # a console script: its module
     return (spec.origin, index + 1) if spec is not None and spec.origin else None
 
 
@@ -126,11 +122,13 @@ def command_metric(command: Sequence[str]) -> best_checkpoint.Metric:
     """The metric a trial is scored by when it kept no best_state.json."""
     spec = command_flag(command, "best_metric")
     if spec is None:
-        script = _script_name(command)
-        if script is None:
-            raise UserError(f"{' '.join(command[:2])}: not run_classifier, run_ner or run_squad; "
-                            "give the metric to compare as --best_metric=KEY in the command")
-        spec = DEFAULT_METRICS[script]
+        family = _command_family(command)
+        if family is None:
+            scripts = [f.script for f in families.FAMILIES]
+            raise UserError(f"{' '.join(command[:2])}: not {', '.join(scripts[:-1])} or "
+                            f"{scripts[-1]}; give the metric to compare as --best_metric=KEY in "
+                            "the command")
+        spec = family.search_metric
     return best_checkpoint.parse_metric(spec)
 
 

@@ -12,6 +12,8 @@ from bert_tf.errors import UserError
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.classifier import processors as classification
+from bert_tf.tasks.classifier.family import CLASSIFIER
+from bert_tf.tasks.classifier.task import ClassifierOptions
 from bert_tf.workflows.distillation import augmentation
 
 WORDS = ["the", "film", "was", "good", "bad", "great", "awful", "story", "music", "##s", "##ing",
@@ -93,11 +95,13 @@ def test_augmented_files_read_back_as_a_custom_task(checkpoint, tmp_path):
                                     "awful .\t0\n", encoding="utf-8")
     (data / "dev.tsv").write_text("sentence\tlabel\nthe story was great .\t1\n",
                                   encoding="utf-8")
-    task = classification.custom_task({"text_a": "sentence", "label": "label",
-                                       "labels": ["1", "0"]})
+    options = ClassifierOptions(task_name="custom", data_dir=str(data), custom_spec={
+        "text_a": "sentence", "label": "label", "labels": ["1", "0"]})
     settings = {"seed": 7}
-    spec = augmentation.augment_classifier_data(task, str(data), str(tmp_path / "aug"),
-                                                lambda: candidates, 3, 0.5, 7, settings)
+    augmented_options = augmentation.augmented_options(
+        CLASSIFIER, options, str(tmp_path / "aug"), lambda: candidates, 3, 0.5, 7, settings)
+    assert augmented_options.data_dir == str(tmp_path / "aug")
+    spec = augmented_options.custom_spec
     augmented = classification.custom_task(spec)
     assert augmented.labels == ("1", "0")
     train = classification.read_examples(augmented, str(tmp_path / "aug"), "train")
@@ -108,10 +112,10 @@ def test_augmented_files_read_back_as_a_custom_task(checkpoint, tmp_path):
                                                            "dev")] == ["the story was great ."]
     first = (tmp_path / "aug" / "train.tsv").read_bytes()
     # The same settings: kept as written (the masked LM is not even built).
-    spec_again = augmentation.augment_classifier_data(
-        task, str(data), str(tmp_path / "aug"), lambda: pytest.fail("rebuilt"), 3, 0.5, 7,
+    again = augmentation.augmented_options(
+        CLASSIFIER, options, str(tmp_path / "aug"), lambda: pytest.fail("rebuilt"), 3, 0.5, 7,
         settings)
-    assert spec_again == spec and (tmp_path / "aug" / "train.tsv").read_bytes() == first
+    assert again.custom_spec == spec and (tmp_path / "aug" / "train.tsv").read_bytes() == first
 
 
 def test_a_checkpoint_without_masked_lm_head_is_refused(tmp_path):

@@ -16,7 +16,7 @@ from bert_tf.tasks.classifier.task import ClassifierTask
 from bert_tf.workflows.distillation import losses
 from bert_tf.workflows.distillation.student import (check_same_labels, copy_teacher_layers,
                                                     student_config)
-from bert_tf.workflows.distillation.task import DistillationTask, classifier_term
+from bert_tf.workflows.distillation.task import DistillationTask, prediction_term
 
 TEACHER = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
                      intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
@@ -37,8 +37,9 @@ def _features(seed: int = 0) -> dict:
 def _task(student: BertConfig, stage: str, teacher_model=None, **kwargs) -> DistillationTask:
     tf.keras.utils.set_random_seed(1)
     teacher = teacher_model or ClassifierTask(TEACHER, 3).build_model()
-    return DistillationTask(ClassifierTask(student, 3), lambda: teacher, stage,
-                            classifier_term(False, False), **kwargs)
+    base = ClassifierTask(student, 3)
+    return DistillationTask(base, lambda: teacher, stage, prediction_term(base.soft_targets()),
+                            **kwargs)
 
 
 @pytest.fixture(scope="module")

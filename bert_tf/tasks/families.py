@@ -1,0 +1,39 @@
+"""The fine-tuning task families, each declared in its own folder (`family.TaskFamily`): the
+one list the scripts, the workflows and the exports look a family up in."""
+
+from __future__ import annotations
+
+from bert_tf.errors import UserError
+from bert_tf.tasks.classifier.family import CLASSIFIER
+from bert_tf.tasks.family import TaskFamily
+from bert_tf.tasks.ner.family import NER
+from bert_tf.tasks.squad.family import SQUAD
+
+FAMILIES: tuple[TaskFamily, ...] = (CLASSIFIER, NER, SQUAD)
+
+
+def names(families: tuple[TaskFamily, ...] = FAMILIES) -> list[str]:
+    return [family.name for family in families]
+
+
+def family_named(name: str, flag: str = "--task",
+                 families: tuple[TaskFamily, ...] = FAMILIES) -> TaskFamily:
+    """The family users call `name` (bert-distill's --task, tasks.json's "type").
+
+    Raises:
+      UserError: naming `flag` and the known names.
+    """
+    for family in families:
+        if family.name == name:
+            return family
+    raise UserError(f"{flag} must be one of {', '.join(names(families))}, got {name!r}")
+
+
+def family_of_script(script: str) -> TaskFamily | None:
+    """The family whose script is `script` ("run_ner"), or None."""
+    return next((family for family in FAMILIES if family.script == script), None)
+
+
+def multitask_families() -> tuple[TaskFamily, ...]:
+    """The families the multi-task mix offers."""
+    return tuple(family for family in FAMILIES if family.multitask is not None)
