@@ -53,12 +53,6 @@ DTYPES = {"float32": ("F32", tf.float32), "bfloat16": ("BF16", tf.bfloat16)}
 HEADS = {"pretraining": "masked_lm", "classifier": "classifier", "tagger": "token_classifier",
          "squad": "span", "encoder": None}
 RUN_LABEL_LIST = "label_list.txt"  # what a fine-tuning run writes beside its checkpoints
-# Model class → transformers class suffix; whether its encoder keeps the pooler (transformers'
-# token and span models are built with add_pooling_layer=False).
-_ARCHITECTURES = ((models.PretrainingModel, "ForPreTraining", True),
-                  (models.ClassifierModel, "ForSequenceClassification", True),
-                  (models.TokenClassifierModel, "ForTokenClassification", False),
-                  (models.SpanModel, "ForQuestionAnswering", False))
 LSTM_REFUSAL = ("--export_hf_dir: the BiLSTM between the encoder and the tag scores "
                 "(--lstm_size) has no place in transformers' BertForTokenClassification; export a "
                 "tagger trained without --lstm_size")
@@ -91,12 +85,13 @@ class HeadLabels:
 def architecture(model) -> str:
     """transformers' class for `model`: BertForPreTraining, AlbertForQuestionAnswering, BertModel..."""
     family = families.family_of(find_encoder(model).config)
-    suffix = next((suffix for cls, suffix, _ in _ARCHITECTURES if isinstance(model, cls)), "Model")
-    return family.hf_class_prefix + suffix
+    return family.hf_class_prefix + _declared(model, "HF_CLASS_SUFFIX", "Model")
 
 
-def _keeps_pooler(model) -> bool:
-    return next((pooler for cls, _, pooler in _ARCHITECTURES if isinstance(model, cls)), True)
+def _declared(model, name: str, default):
+    """What `model`'s class declares for Hugging Face (models._EncoderModel); an encoder alone
+    declares nothing: BertModel, with its pooler."""
+    return getattr(type(model), name, default)
 
 
 def hf_state_dict(model) -> dict[str, np.ndarray]:
@@ -116,7 +111,7 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
     to_hf, to_tf1 = ((albert_names.tf1_hf_name, albert_names.hf_tf1_name) if albert
                      else (hf_weights.hf_name, hf_weights.tf1_name))
     prefix = "" if model is find_encoder(model) else ("albert." if albert else "bert.")
-    keep_pooler = _keeps_pooler(model)
+    keep_pooler = _declared(model, "HF_KEEPS_POOLER", True)
     weights = {}
     for mapping in model_mappings(model):
         if not keep_pooler and "/pooler/" in f"/{mapping.name}":
@@ -144,10 +139,10 @@ def hf_config(model, head: HeadLabels = HeadLabels(), dtype: str = "float32") ->
         values.pop(key, None)  # google-research/albert's options at their only value
     # Our classifier and tagger heads drop 10% of their input in training, whatever the config.
     values[family.hf_classifier_dropout_key] = heads.CLASSIFIER_DROPOUT
-    head_layer = getattr(model, "classifier", None) or getattr(model, "token_classifier", None)
-    if head_layer is not None:
-        values.update(_label_values(int(head_layer.output_weights.shape[0]), head,
-                                    isinstance(model, models.ClassifierModel)))
+    labels_head = _declared(model, "HF_LABELS_HEAD", None)
+    if labels_head is not None:
+        values.update(_label_values(int(getattr(model, labels_head).output_weights.shape[0]),
+                                    head, _declared(model, "HF_PROBLEM_TYPE", False)))
     return values
 
 

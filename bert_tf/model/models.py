@@ -21,7 +21,19 @@ from bert_tf.model.config import BertConfig
 
 class _EncoderModel(keras.Model):
     """A keras.Model owning `self.encoder`, or sharing one given (multi-task models: one
-    encoder under several heads); subclasses add one head."""
+    encoder under several heads); subclasses add one head.
+
+    Each model declares how Hugging Face knows it (`checkpoints/hf_export.py` reads these):
+    HF_CLASS_SUFFIX its transformers class after the family's prefix (BertFor...), whether that
+    class keeps the pooler (HF_KEEPS_POOLER: transformers builds its token and span models
+    without one), the head attribute whose outputs config.json names as labels (HF_LABELS_HEAD,
+    id2label) and whether config.json says its problem_type (HF_PROBLEM_TYPE).
+    """
+
+    HF_CLASS_SUFFIX = "Model"
+    HF_KEEPS_POOLER = True
+    HF_LABELS_HEAD: str | None = None
+    HF_PROBLEM_TYPE = False
 
     def __init__(self, config: BertConfig, dtype=None, encoder: keras.Layer | None = None,
                  **kwargs):
@@ -37,6 +49,8 @@ class _EncoderModel(keras.Model):
 
 class PretrainingModel(_EncoderModel):
     """Masked LM (tied to the word embeddings) + next-sentence prediction."""
+
+    HF_CLASS_SUFFIX = "ForPreTraining"
 
     def __init__(self, config: BertConfig, dtype=None, name: str = "pretraining_model", **kwargs):
         super().__init__(config, dtype=dtype, name=name, **kwargs)
@@ -66,6 +80,10 @@ class PretrainingModel(_EncoderModel):
 class ClassifierModel(_EncoderModel):
     """Sentence (pair) classification on the pooled output."""
 
+    HF_CLASS_SUFFIX = "ForSequenceClassification"
+    HF_LABELS_HEAD = "classifier"
+    HF_PROBLEM_TYPE = True
+
     def __init__(self, config: BertConfig, num_labels: int, dtype=None,
                  name: str = "classifier_model", **kwargs):
         super().__init__(config, dtype=dtype, name=name, **kwargs)
@@ -84,6 +102,9 @@ class ClassifierModel(_EncoderModel):
 
 class SpanModel(_EncoderModel):
     """Extractive question answering (SQuAD): start and end logits for every token."""
+
+    HF_CLASS_SUFFIX = "ForQuestionAnswering"
+    HF_KEEPS_POOLER = False
 
     def __init__(self, config: BertConfig, dtype=None, name: str = "span_model", **kwargs):
         super().__init__(config, dtype=dtype, name=name, **kwargs)
@@ -104,6 +125,10 @@ class SpanModel(_EncoderModel):
 class TokenClassifierModel(_EncoderModel):
     """Per-token classification (NER tagging); optionally a bidirectional LSTM of `lstm_size`
     units each way between the encoder and the classifier, and a CRF's scores (`crf`)."""
+
+    HF_CLASS_SUFFIX = "ForTokenClassification"
+    HF_KEEPS_POOLER = False
+    HF_LABELS_HEAD = "token_classifier"
 
     def __init__(self, config: BertConfig, num_labels: int, dtype=None,
                  name: str = "token_classifier_model", lstm_size: int = 0, crf: bool = False,
