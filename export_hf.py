@@ -15,13 +15,15 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.checkpoints import hf_export
+from bert_tf.tasks import families
 from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 
 training_flags.define_model_flags(output_dir=False)
 training_flags.define_hf_export_flags()
-flags.DEFINE_enum("head", "pretraining", list(hf_export.HEADS), "Which of the checkpoint's heads "
+HEADS = families.export_heads()
+flags.DEFINE_enum("head", "pretraining", list(HEADS), "Which of the checkpoint's heads "
                   "to write with the encoder.")
 flags.DEFINE_list("label_list", None, "The classifier's or tagger's labels in output order "
                   "(default: label_list.txt beside the checkpoint, or a config.json's id2label).")
@@ -38,7 +40,7 @@ def main(argv):
                                          FLAGS.do_lower_case, FLAGS.max_seq_length)
     directory = hf_export.export_checkpoint(
         FLAGS.init_checkpoint, FLAGS.export_hf_dir, tokenizer, FLAGS.head, FLAGS.label_list,
-        FLAGS.problem_type, FLAGS.bert_config_file, FLAGS.crf, FLAGS.export_hf_dtype)
+        FLAGS.problem_type, FLAGS.bert_config_file, FLAGS.crf, FLAGS.export_hf_dtype, HEADS)
     print(directory)
 
 

@@ -25,8 +25,9 @@ import base64
 import dataclasses
 import json
 import os
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -49,9 +50,32 @@ CRF_FILE = "crf_transitions.json"
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 # --export_hf_dtype → (safetensors dtype, TensorFlow dtype the float32 weights are rounded to).
 DTYPES = {"float32": ("F32", tf.float32), "bfloat16": ("BF16", tf.bfloat16)}
-# bert-export-hf --head → the model's head attribute (model/heads.py); "encoder": none.
-HEADS = {"pretraining": "masked_lm", "classifier": "classifier", "tagger": "token_classifier",
-         "squad": "span", "encoder": None}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportHead:
+    """A head `bert-export-hf --head` writes: its name there, the model holding it, built from
+    (config, number of labels, crf), and whether its outputs are labels (the classifier's and
+    the tagger's: the labels must be known). Task families declare theirs
+    (`TaskFamily.export_head`)."""
+
+    name: str
+    build: Callable[[BertConfig, int, bool], keras.Model]
+    labelled: bool = False
+
+
+PRETRAINING_HEAD = ExportHead("pretraining", lambda config, labels, crf: models.pretraining_model(
+    config))
+CLASSIFIER_HEAD = ExportHead("classifier", lambda config, labels, crf: models.classifier_model(
+    config, labels), labelled=True)
+TAGGER_HEAD = ExportHead("tagger", lambda config, labels, crf: models.token_classifier_model(
+    config, labels, crf=crf), labelled=True)
+SPAN_HEAD = ExportHead("squad", lambda config, labels, crf: models.span_model(config))
+ENCODER_HEAD = ExportHead("encoder", lambda config, labels, crf: build_encoder(config))
+# The heads of BERT's own models (model/models.py), in bert-export-hf's order; a task family
+# whose model lives in its folder adds its own (export_hf.py).
+HEADS = {head.name: head for head in (PRETRAINING_HEAD, CLASSIFIER_HEAD, TAGGER_HEAD, SPAN_HEAD,
+                                      ENCODER_HEAD)}
 RUN_LABEL_LIST = "label_list.txt"  # what a fine-tuning run writes beside its checkpoints
 LSTM_REFUSAL = ("--export_hf_dir: the BiLSTM between the encoder and the tag scores "
                 "(--lstm_size) has no place in transformers' BertForTokenClassification; export a "
@@ -325,35 +349,34 @@ def export_hf_directory(model, directory: str, tokenizer: TokenizerFiles,
 def export_checkpoint(init_checkpoint: str, directory: str, tokenizer: TokenizerFiles,
                       head: str = "pretraining", labels: Sequence[str] | None = None,
                       problem_type: str | None = None, bert_config_file: str | None = None,
-                      crf: bool = False, dtype: str = "float32") -> str:
+                      crf: bool = False, dtype: str = "float32",
+                      heads: Mapping[str, ExportHead] = HEADS) -> str:
     """Exports any checkpoint bert_tf reads (bert-export-hf): a run directory, Google's TF1
     layout, ALBERT's, a Hugging Face directory.
 
     Args:
-      head: a key of HEADS: which of the checkpoint's heads to write with the encoder.
+      head: a key of `heads`: which of the checkpoint's heads to write with the encoder.
       labels: the classifier's or tagger's labels; default the run's label_list.txt beside the
         checkpoint, or a Hugging Face directory's id2label.
       problem_type: the classifier's (PROBLEM_TYPES); default single-label, or regression for one
         output.
       crf: the tagger was trained with --crf (its transitions go to crf_transitions.json).
+      heads: the heads by name (HEADS and the task families' own: export_hf.py).
 
     Raises:
       HfExportError: the checkpoint holds no trained `head`, or its labels are unknown.
     """
-    if head not in HEADS:
-        raise HfExportError(f"--head={head}: expected one of {', '.join(HEADS)}")
+    if head not in heads:
+        raise HfExportError(f"--head={head}: expected one of {', '.join(heads)}")
+    export_head = heads[head]
     config = model_config.resolve_model_config(bert_config_file, init_checkpoint)
     labels = model_config.checkpoint_labels(labels, init_checkpoint, "--label_list") or \
         _run_labels(init_checkpoint)
-    if head in ("classifier", "tagger") and not labels and problem_type != "regression":
+    if export_head.labelled and not labels and problem_type != "regression":
         raise HfExportError(f"--head={head}: give --label_list (no {RUN_LABEL_LIST} beside "
                             f"{init_checkpoint} and no id2label in a config.json)")
     num_labels = 1 if problem_type == "regression" else len(labels or ())
-    model = {"pretraining": lambda: models.pretraining_model(config),
-             "classifier": lambda: models.classifier_model(config, num_labels),
-             "tagger": lambda: models.token_classifier_model(config, num_labels, crf=crf),
-             "squad": lambda: models.span_model(config),
-             "encoder": lambda: build_encoder(config)}[head]()
+    model = export_head.build(config, num_labels, crf)
     report = init_from_checkpoint(model, init_checkpoint)
     untrained = [name for name in report.missing + report.mismatched if "pooler" not in name]
     if untrained:

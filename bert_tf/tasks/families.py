@@ -3,6 +3,7 @@ one list the scripts, the workflows and the exports look a family up in."""
 
 from __future__ import annotations
 
+from bert_tf.checkpoints import hf_export
 from bert_tf.errors import UserError
 from bert_tf.tasks.classifier.family import CLASSIFIER
 from bert_tf.tasks.family import TaskFamily
@@ -37,3 +38,11 @@ def family_of_script(script: str) -> TaskFamily | None:
 def multitask_families() -> tuple[TaskFamily, ...]:
     """The families the multi-task mix offers."""
     return tuple(family for family in FAMILIES if family.multitask is not None)
+
+
+def export_heads() -> dict[str, hf_export.ExportHead]:
+    """bert-export-hf's --head choices: pretraining, the families' heads, encoder."""
+    heads = [hf_export.PRETRAINING_HEAD, *(family.export_head for family in FAMILIES
+                                           if family.export_head is not None),
+             hf_export.ENCODER_HEAD]
+    return {head.name: head for head in heads}

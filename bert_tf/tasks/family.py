@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import tensorflow as tf
 from absl import flags
 
+from bert_tf.checkpoints import hf_export
 from bert_tf.training import finetuning
 
 InputFn = Callable[[tf.distribute.InputContext | None, int], tf.data.Dataset]
@@ -91,6 +92,8 @@ class TaskFamily:
         converting anything, or None for a family without one (SQuAD).
       evaluates_by_predicting: its dev figures come from --do_predict on a file with answers
         (SQuAD), not from --do_eval.
+      export_head: the head `bert-export-hf --head` writes for the family (its model, whether
+        its outputs are labels); None: none.
       multitask: what the multi-task mix needs; None: not offered there.
       augment: distillation's --augment_checkpoint: (options, directory, make_variants,
         settings) → options reading a copy of the task's files in `directory` whose training
@@ -111,6 +114,7 @@ class TaskFamily:
     search_metric: str
     data_labels: Callable[[finetuning.FinetuningOptions, str], list[str] | None]
     evaluates_by_predicting: bool = False
+    export_head: hf_export.ExportHead | None = None
     multitask: MultitaskSupport | None = None
     augment: Callable[..., finetuning.FinetuningOptions] | None = None
 
