@@ -130,3 +130,11 @@ def test_the_original_names_are_kept():
         "sop_classifier.classifier.weight") == ("cls/seq_relationship/output_weights", False)
     assert albert_family.head_names(heads.MaskedLM).hf_to_tf1("predictions.bias") == (
         "cls/predictions/output_bias", False)
+
+
+def test_the_tables_that_grow_with_the_vocabulary_are_named_by_each_family():
+    bert = ("bert/embeddings/word_embeddings", "cls/predictions/output_bias")
+    assert {name: families.family_of(config).vocabulary_names()
+            for name, config in CONFIGS.items()} == {
+        "BERT": bert, "ALBERT": bert,
+        "ELECTRA": ("electra/embeddings/word_embeddings", "generator_predictions/output_bias")}
