@@ -14,9 +14,10 @@ tf.io.gfile path:
                      the form the tokenizers library reads without protobuf)
   crf_transitions.json  a CRF tagger's transition, start and end scores (docs/checkpoints.md)
 
-Names come from the reading side's one map per family (hf_weights.tf1_name for BERT,
-albert_names.hf_tf1_name for ALBERT): each name written is translated back through it and must
-give the TF1 name it came from, so a directory written here is read back bit for bit.
+Names come from the family's one name table (the Hugging Face name of each entry of the name map,
+`name_map.model_mappings`): each name written is translated back through the reading side
+(`hf_weights.tf1_name`) and must give the TF1 name it came from, so a directory written here is
+read back bit for bit.
 """
 
 from __future__ import annotations
@@ -34,11 +35,10 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.text import tokenizers
-from bert_tf.checkpoints import albert_names, hf_weights, model_config
+from bert_tf.checkpoints import hf_weights, model_config
 from bert_tf.checkpoints.name_map import find_encoder, init_from_checkpoint, model_mappings
 from bert_tf.errors import UserError
 from bert_tf.model import families, heads, models
-from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.families import build_encoder
 from bert_tf.model.config import HF_ACTIVATIONS, BertConfig, name_of_activation
 
@@ -127,22 +127,21 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
     """
     if getattr(model, "lstm", None) is not None:
         raise HfExportError(LSTM_REFUSAL)
-    if not families.family_of(find_encoder(model).config).hf_export:
+    family = families.family_of(find_encoder(model).config)
+    if not family.hf_export:
         raise HfExportError("--export_hf_dir does not write ELECTRA models yet: export them in "
                             "google-research/electra's layout (--export_google_checkpoint, "
                             "docs/electra.md)")
-    albert = isinstance(find_encoder(model).config, AlbertConfig)
-    to_hf, to_tf1 = ((albert_names.tf1_hf_name, albert_names.hf_tf1_name) if albert
-                     else (hf_weights.hf_name, hf_weights.tf1_name))
-    prefix = "" if model is find_encoder(model) else ("albert." if albert else "bert.")
+    table = family.hf_names()
+    prefix = "" if model is find_encoder(model) else family.hf_prefix
     keep_pooler = _declared(model, "HF_KEEPS_POOLER", True)
     weights = {}
     for mapping in model_mappings(model):
         if not keep_pooler and "/pooler/" in f"/{mapping.name}":
             continue
-        name = to_hf(mapping.name)
-        back, transpose = to_tf1(name) if name else (None, False)
-        if back != mapping.name:  # the two directions of one map disagree: a bug, not bad input
+        name, transpose = mapping.hf_name, mapping.transpose
+        back = hf_weights.tf1_name(name, family, table) if name else (None, False)
+        if back != (mapping.name, transpose):  # the two directions disagree: a bug, not bad input
             raise AssertionError(f"{mapping.name} → {name} → {back}")
         value = np.asarray(mapping.variable.numpy(), np.float32)
         weights[(prefix if mapping.in_encoder else "") + name] = value.T if transpose else value

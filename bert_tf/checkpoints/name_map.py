@@ -28,7 +28,6 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoints import albert_names, electra_names
 from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WORDS,
                                        OBJECT_VALUE_SUFFIX, CheckpointError, LazyArrays,
                                        ObjectCheckpoint, read_arrays, resolve_checkpoint,
@@ -36,27 +35,9 @@ from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WOR
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf
 from bert_tf.model import families
 from bert_tf.model.config import BertConfig, name_of_activation
-from bert_tf.model.albert.modeling import AlbertEncoder
-from bert_tf.model.electra.modeling import ElectraEncoder
-from bert_tf.model.tf1_names import EMBEDDING_NAMES, LAYER_NAMES, POOLER_NAMES, bert_encoder_names
-from bert_tf.model.tf1_names import attribute as _attribute
 from bert_tf.model.encoder import BertEncoder
-
-_HEAD_NAMES = {  # model attribute (model/heads.py) → {original TF1 name: attribute path on the head}
-    "masked_lm": {"cls/predictions/transform/dense/kernel": "transform.kernel",
-                  "cls/predictions/transform/dense/bias": "transform.bias",
-                  "cls/predictions/transform/LayerNorm/gamma": "layer_norm.gamma",
-                  "cls/predictions/transform/LayerNorm/beta": "layer_norm.beta",
-                  "cls/predictions/output_bias": "output_bias"},
-    "next_sentence": {"cls/seq_relationship/output_weights": "output_weights",
-                      "cls/seq_relationship/output_bias": "output_bias"},
-    "classifier": {"output_weights": "output_weights", "output_bias": "output_bias"},
-    "span": {"cls/squad/output_weights": "output_weights", "cls/squad/output_bias": "output_bias"},
-    # Not in the original; the names its NER forks use.
-    "token_classifier": {"output_weights": "output_weights", "output_bias": "output_bias"},
-    "discriminator": electra_names.DISCRIMINATOR_HEAD_NAMES,
-    "generator_predictions": electra_names.GENERATOR_HEAD_NAMES,
-}
+from bert_tf.model.family import ModelFamily
+from bert_tf.model.names import NameTable, attribute
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,12 +45,16 @@ class WeightMapping:
     """One entry of the name map: an original TF1 name and the model's variable it fills.
 
     Every variable has the original's layout (kernels [in, out], `output_weights` [out, in]), so
-    a copy needs no reshape; `_assign` checks the shape of every copy.
+    a copy needs no reshape; `_assign` checks the shape of every copy. `hf_name` is the
+    weight's Hugging Face name (without the model's prefix) and `transpose` whether it is
+    transposed there.
     """
 
     name: str
     variable: object
     in_encoder: bool = True
+    hf_name: str | None = None
+    transpose: bool = False
 
 
 @dataclasses.dataclass
@@ -111,40 +96,39 @@ def find_encoder(model):
     return encoder
 
 
+def _mappings(table: NameTable, layer, in_encoder: bool) -> list[WeightMapping]:
+    return [WeightMapping(entry.tf1, attribute(layer, entry.attribute), in_encoder, entry.hf,
+                          entry.transpose) for entry in table.entries(layer)]
+
+
 def encoder_mappings(encoder: BertEncoder) -> list[WeightMapping]:
-    """The encoder's part of the name map, in the original's order (google-research/albert's
-    for an AlbertEncoder: one entry per shared block, not per layer; google-research/electra's
-    discriminator names for an ElectraEncoder)."""
-    if isinstance(encoder, AlbertEncoder):
-        names = {"bert/" + k: v for k, v in {**EMBEDDING_NAMES,
-                                             **albert_names.EMBEDDING_PROJECTION_NAMES}.items()}
-        for g, group in enumerate(encoder.groups):
-            for k in range(len(group.blocks)):
-                names.update({albert_names.block_name(g, k, name): f"group_{g}.inner_group_{k}.{v}"
-                              for name, v in LAYER_NAMES.items()})
-        names.update({"bert/" + k: v for k, v in POOLER_NAMES.items()})
-    elif isinstance(encoder, ElectraEncoder):
-        names = electra_names.encoder_names(len(encoder.transformer_layers),
-                                            encoder.config.projects_embeddings)
-    else:
-        names = bert_encoder_names(len(encoder.transformer_layers))
-    return [WeightMapping(name, _attribute(encoder, path)) for name, path in names.items()]
+    """The encoder's part of the name map, in the original's order, as its family names it
+    (`ModelFamily.names`: google-research/albert's names for ALBERT, one entry per shared
+    block, not per layer; google-research/electra's discriminator names for ELECTRA)."""
+    return _mappings(families.family_of(encoder.config).names, encoder, in_encoder=True)
+
+
+def named_layers(model) -> list[tuple[str, object]]:
+    """(attribute, layer) for each layer beside the encoder whose class declares its checkpoint
+    names (`CHECKPOINT_NAMES`: the heads, ELECTRA's generator), in the order checkpoints list
+    them (the registered heads' order, other layers first)."""
+    encoder = find_encoder(model)
+    if model is encoder:
+        return []
+    order = {head: index for index, head in enumerate(families.HEADS)}
+    layers = [(name, layer) for name, layer in vars(model).items()
+              if hasattr(type(layer), "CHECKPOINT_NAMES") and layer is not encoder]
+    return sorted(layers, key=lambda item: order.get(type(item[1]), -1))
 
 
 def model_mappings(model) -> list[WeightMapping]:
-    """The whole name map of `model`: its encoder, then whichever heads (model/heads.py) it has."""
-    mappings = encoder_mappings(find_encoder(model))
-    generator = getattr(model, "generator", None)  # ELECTRA pretraining's second encoder
-    if generator is not None:
-        names = electra_names.generator_names(len(generator.transformer_layers),
-                                              generator.config.projects_embeddings)
-        mappings.extend(WeightMapping(name, _attribute(generator, path), in_encoder=False)
-                        for name, path in names.items())
-    for attribute, names in _HEAD_NAMES.items():
-        head = getattr(model, attribute, None)
-        if head is not None:
-            mappings.extend(WeightMapping(name, _attribute(head, path), in_encoder=False)
-                            for name, path in names.items())
+    """The whole name map of `model`: its encoder, then the layers beside it that declare their
+    names (`named_layers`)."""
+    encoder = find_encoder(model)
+    family = families.family_of(encoder.config)
+    mappings = encoder_mappings(encoder)
+    for _, layer in named_layers(model):
+        mappings.extend(_mappings(family.head_names(type(layer)), layer, in_encoder=False))
     return mappings
 
 
@@ -206,17 +190,21 @@ def init_from_checkpoint(model, path: str | os.PathLike) -> CheckpointReport:
 def heads_summary(model, report: CheckpointReport) -> str:
     """Which heads the checkpoint holds, and which of the model's were loaded or newly
     initialised: "heads found: classifier; loaded: classifier; newly initialised: none"."""
-    names_of = {head: set(names) for head, names in _HEAD_NAMES.items()}
+    names_of = {head.ATTRIBUTE: set(head.CHECKPOINT_NAMES.tf1_names())
+                for head in families.HEADS}
     in_checkpoint = set(report.loaded) | set(report.unused) | {
         entry.split(" ")[0] for entry in report.mismatched}
+    model_heads = {name: set(head.CHECKPOINT_NAMES.tf1_names())
+                   for name, head in named_layers(model) if hasattr(head, "ATTRIBUTE")}
     found = [head for head, names in names_of.items() if names & in_checkpoint
              # bert_tf checkpoints name what the model does not use by object path
              or any(f"/{head}/" in f"/{name}" for name in report.unused)]
-    if "classifier" in found and "token_classifier" in found:  # one set of TF1 names, two heads
-        found.remove("token_classifier" if getattr(model, "token_classifier", None) is None
-                     else "classifier")
-    model_heads = [head for head in _HEAD_NAMES if getattr(model, head, None) is not None]
-    loaded = [head for head in model_heads if names_of[head] <= set(report.loaded)]
+    # One set of TF1 names, two heads (classifier, token_classifier): the model's, else the first.
+    twins = {head: [other for other in found if names_of[other] == names_of[head]]
+             for head in found}
+    found = [head for head in found
+             if head == next((t for t in twins[head] if t in model_heads), twins[head][0])]
+    loaded = [head for head, names in model_heads.items() if names <= set(report.loaded)]
     new = [head for head in model_heads if head not in loaded]
     return (f"heads found: {', '.join(found) or 'none'}; loaded: {', '.join(loaded) or 'none'}; "
             f"newly initialised: {', '.join(new) or 'none'}")
@@ -260,54 +248,34 @@ def _copy(mapping: WeightMapping, value: np.ndarray, report: CheckpointReport) -
 
 def _check_encoder_complete(missing: list[str], available: Iterable[str], source: str,
                             encoder: BertEncoder) -> None:
-    """Raises when an encoder weight other than the pooler is absent (the pooler may be)."""
+    """Raises when an encoder weight other than the pooler is absent (the pooler may be): the
+    checkpoint is another family's (or a kind the model's family refuses), or it holds another
+    number of blocks."""
     missing = [name for name in missing if not re.search(r"(^|/)pooler/", name)]
     if not missing:
         return
     available = list(available)
-    _check_electra_family(encoder, available, source)
-    model_family = "ALBERT" if isinstance(encoder, AlbertEncoder) else "BERT"
-    family = albert_names.family_of(available)
-    if family and family != model_family:
-        raise CheckpointError(
-            f"{source} is {'an' if family == 'ALBERT' else 'a'} {family} checkpoint but the model "
-            f"config is {model_family} ({'has' if model_family == 'ALBERT' else 'lacks'} "
-            f"embedding_size / num_hidden_groups): use the config released with the checkpoint "
-            f"({'albert' if family == 'ALBERT' else 'bert'}_config.json)")
-    if model_family == "ALBERT":
-        groups = {m.group(1) for m in map(re.compile(r"group_(\d+)/").search, available) if m}
-        raise CheckpointError(
-            f"{source}: {len(missing)} encoder weights are not in the checkpoint, e.g. "
-            f"{', '.join(missing[:3])}. The checkpoint has {len(groups)} groups of blocks; check "
-            f"num_hidden_groups and inner_group_num in albert_config.json.")
-    layers = {m.group(1) for m in map(re.compile(r"layer_(\d+)/").search, available) if m}
+    model_family = families.family_of(encoder.config)
+    found, kind = families.family_of_checkpoint(available)
+    refusal = model_family.refuse_checkpoint(kind, available, source)
+    if refusal is None and found not in (None, model_family):
+        refusal = (found.refuse_model(kind, model_family, source) if found.refuse_model
+                   else _other_family(found, kind, model_family, source))
+    if refusal is not None:
+        raise CheckpointError(refusal)
+    pattern, sentence = model_family.blocks_found
+    blocks = {m.group(1) for m in map(pattern.search, available) if m}
     raise CheckpointError(
         f"{source}: {len(missing)} encoder weights are not in the checkpoint, e.g. "
-        f"{', '.join(missing[:3])}. The checkpoint has {len(layers)} encoder layers; check "
-        f"num_hidden_layers in bert_config.json, and that this is a BERT checkpoint.")
+        f"{', '.join(missing[:3])}. {sentence.format(count=len(blocks))}")
 
 
-def _check_electra_family(encoder: BertEncoder, available: list[str], source: str) -> None:
-    """Raises when an ELECTRA checkpoint meets a model that is not its discriminator, or an
-    ELECTRA discriminator model meets another checkpoint (a generator's, BERT's, ALBERT's)."""
-    family = electra_names.family_of(available)
-    if isinstance(encoder, ElectraEncoder):
-        if family == electra_names.GENERATOR:
-            raise CheckpointError(
-                f"{source} holds an ELECTRA generator (generator/encoder/...) but no discriminator "
-                f"(electra/encoder/...): fine-tuning, features and exports need the "
-                f"discriminator: give the discriminator's checkpoint (google-research/electra's "
-                f"pretraining checkpoint holds both; on Hugging Face, the -discriminator model)")
-        if family is None and (albert_names.family_of(available) or any(
-                n.startswith("bert/") for n in available)):
-            raise CheckpointError(
-                f"{source} is a BERT/ALBERT checkpoint but the model config is ELECTRA "
-                f"(model_type electra): use the config released with the checkpoint")
-    elif family is not None:
-        raise CheckpointError(
-            f"{source} is an {family} checkpoint but the model config is not ELECTRA: give an "
-            f"electra_config.json (or a config with \"model_type\": \"electra\") with "
-            f"--electra_config_file")
+def _other_family(found: ModelFamily, kind: str, model_family: ModelFamily, source: str) -> str:
+    """A checkpoint of the family `found` (of its `kind`) met by a model of `model_family`."""
+    article = "an" if kind[0] in "AEIOU" else "a"
+    return (f"{source} is {article} {kind} checkpoint but the model config is "
+            f"{model_family.name} ({model_family.config_keys}): use the config released with "
+            f"the checkpoint ({found.config_file})")
 
 
 def _variable_paths(root) -> dict[int, tuple[str, object]]:

@@ -4,7 +4,8 @@ Two ways, as users of the original are told to do by hand:
   unused  new tokens take the places of `[unusedN]` entries in vocab.txt, in id order; the
           checkpoint and vocab_size stay as they are (those rows were never trained on text).
   append  new tokens go to the end of vocab.txt; the word-embedding table [V,H] and the masked-LM
-          `cls/predictions/output_bias` [V] grow by one row per token: embeddings drawn like the
+          `cls/predictions/output_bias` [V] (the family's names for them,
+          `ModelFamily.vocabulary_names`) grow by one row per token: embeddings drawn like the
           original's initialisation (truncated normal, stddev initializer_range), bias 0.
 The result — vocab.txt, bert_config.json and bert_model.ckpt in the original TF1 layout — is
 written into a new output directory atomically.
@@ -39,8 +40,6 @@ from bert_tf.model import families
 from bert_tf.model.config import BertConfig
 
 MODES = ("unused", "append")
-WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
-MLM_OUTPUT_BIAS = "cls/predictions/output_bias"
 _UNUSED = re.compile(r"^\[unused\d+\]$")
 
 
@@ -185,7 +184,8 @@ def extend_vocabulary(init_checkpoint: str, vocab_file: str | None, config: Bert
         vocab, added = _fill_unused_slots(vocab, new, vocab_file)
     else:
         vocab, added = vocab + new, {token: len(vocab) + i for i, token in enumerate(new)}
-        arrays.update(_grown_tables(arrays, len(new), config.initializer_range, seed))
+        arrays.update(_grown_tables(arrays, families.family_of(config).vocabulary_names(),
+                                    len(new), config.initializer_range, seed))
         config = config.replace(vocab_size=len(vocab))
     files = {families.family_of(config).config_file: config.to_json_string()}
     if spm_model_file:
@@ -219,17 +219,20 @@ def _fill_unused_slots(vocab: list[str], new: list[str],
     return vocab, dict(zip(new, slots))
 
 
-def _grown_tables(arrays: dict[str, np.ndarray], count: int, stddev: float,
-                  seed: int) -> dict[str, np.ndarray]:
-    """The word embeddings (and MLM output bias, when present) with `count` new rows."""
-    if WORD_EMBEDDINGS not in arrays:
-        raise UserError(f"the checkpoint has no {WORD_EMBEDDINGS}; is it a BERT checkpoint?")
-    table = arrays[WORD_EMBEDDINGS]
+def _grown_tables(arrays: dict[str, np.ndarray], names: tuple[str, ...], count: int,
+                  stddev: float, seed: int) -> dict[str, np.ndarray]:
+    """The word embeddings (`names[0]`) with `count` new rows drawn like the original's, and
+    the other tables of `names` that the checkpoint holds (masked-LM output biases) with
+    `count` zeros."""
+    word_embeddings, *biases = names
+    if word_embeddings not in arrays:
+        raise UserError(f"the checkpoint has no {word_embeddings}; is it a BERT checkpoint?")
+    table = arrays[word_embeddings]
     rows = keras.initializers.TruncatedNormal(stddev=stddev, seed=seed)((count, table.shape[1]))
-    grown = {WORD_EMBEDDINGS: np.concatenate([table, np.asarray(rows, table.dtype)])}
-    if MLM_OUTPUT_BIAS in arrays:
-        bias = arrays[MLM_OUTPUT_BIAS]
-        grown[MLM_OUTPUT_BIAS] = np.concatenate([bias, np.zeros(count, bias.dtype)])
+    grown = {word_embeddings: np.concatenate([table, np.asarray(rows, table.dtype)])}
+    for name in biases:
+        if name in arrays:
+            grown[name] = np.concatenate([arrays[name], np.zeros(count, arrays[name].dtype)])
     return grown
 
 

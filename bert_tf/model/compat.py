@@ -30,8 +30,9 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model import config as config_lib
-from bert_tf.model.tf1_names import attribute, bert_encoder_names
+from bert_tf.model.bert import names as bert_names
 from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.names import attribute
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +85,8 @@ def _scope_encoder(config: config_lib.BertConfig, scope: str, is_training: bool)
         # compute_padding: every position, padding included, holds the original's value.
         encoder = BertEncoder(config, name=scope, compute_padding=True)
     # Both the Keras variables and the tf.Variables behind them (what a GradientTape watches).
-    variables = {name: attribute(encoder, path) for name, path
-                 in bert_encoder_names(config.num_hidden_layers).items()}
+    variables = {entry.tf1: attribute(encoder, entry.attribute)
+                 for entry in bert_names.ENCODER.entries(encoder)}
     _NAMES[scope] = {id(v): scope + name[len("bert"):] for name, variable in variables.items()
                      for v in (variable, variable.value)}
     _SCOPES[scope] = encoder

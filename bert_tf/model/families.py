@@ -8,7 +8,7 @@ the families looks a family up here (from a config, a config file's keys or a Hu
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from bert_tf.model.albert.family import ALBERT
 from bert_tf.model.bert.family import BERT
@@ -18,6 +18,8 @@ from bert_tf.model.family import ModelFamily
 
 # The one registration list. The first is the default: it claims a config no other claims.
 FAMILIES: tuple[ModelFamily, ...] = (BERT, ALBERT, ELECTRA)
+# Every family's head classes, in the order checkpoints list their weights.
+HEADS: tuple[type, ...] = tuple(dict.fromkeys(head for family in FAMILIES for head in family.heads))
 
 
 def family_of(config: BertConfig) -> ModelFamily:
@@ -59,3 +61,15 @@ def config_files() -> tuple[str, ...]:
 def build_encoder(config: BertConfig, dtype=None, name: str = "bert"):
     """The encoder `config` describes (its family's encoder class)."""
     return family_of(config).encoder_class(config, dtype=dtype, name=name)
+
+
+def family_of_checkpoint(names: Iterable[str]) -> tuple[ModelFamily | None, str | None]:
+    """The family and kind (`ModelFamily.checkpoint_kinds`) whose encoder names a checkpoint
+    holds (TF1 names or object paths), the default family's last; (None, None) for none."""
+    names = list(names)
+    default, *others = FAMILIES
+    for family in (*others, default):
+        for kind, pattern in family.checkpoint_kinds:
+            if any(pattern.search(name) for name in names):
+                return family, kind
+    return None, None

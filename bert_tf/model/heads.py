@@ -15,6 +15,11 @@ Variables by attribute path (original TF1 names on the right; kernels [in,out], 
   token_classifier.output_weights, .output_bias  [num_labels,H],[num_labels]  (not in the original)
   crf.transitions, .start_scores, .end_scores  [C,C],[C],[C]  (run_ner.py --crf)
 
+Each head class declares its names (`CHECKPOINT_NAMES`: TF1 name ↔ attribute path on the head ↔
+transformers' BertFor* name, `bert_tf.model.names`) and the attribute models keep it under
+(`ATTRIBUTE`, which reports name it by); the checkpoint name map finds a model's heads by the
+layers it has.
+
 The heads do not autocast their own variables: biases and small weight matrices are float32
 under every policy (the pure "bfloat16" one of the bfloat16 exports too); only the masked-LM
 transform and vocabulary matmul run in the compute dtype.
@@ -25,8 +30,10 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from bert_tf.model import names
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import Dense, Dropout, LayerNorm, get_activation
+from bert_tf.model.names import NameTable
 
 # The original's classifier and SQuAD heads use this stddev and dropout whatever the config says.
 FINE_TUNING_INITIALIZER_RANGE = 0.02
@@ -36,6 +43,16 @@ CLASSIFIER_DROPOUT = 0.1
 class MaskedLM(keras.layers.Layer):
     """Transforms the encoder's rows at the masked positions and scores them against the tied
     table."""
+
+    ATTRIBUTE = "masked_lm"
+    CHECKPOINT_NAMES = NameTable(
+        names.dense("cls/predictions/transform/dense", "transform",
+                    "cls.predictions.transform.dense"),
+        names.layer_norm("cls/predictions/transform/LayerNorm", "layer_norm",
+                         "cls.predictions.transform.LayerNorm"),
+        names.Name("cls/predictions/output_bias", "output_bias", "cls.predictions.bias"))
+    # Its weights with one row per vocabulary entry (they grow with the vocabulary).
+    VOCABULARY_ROWS = ("output_bias",)
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
@@ -90,6 +107,10 @@ class _OutputWeights(keras.layers.Layer):
 class NextSentence(_OutputWeights):
     """pooled_output [B,H] → float32 logits [B,2] (0 = actual next, 1 = random)."""
 
+    ATTRIBUTE = "next_sentence"
+    CHECKPOINT_NAMES = NameTable(names.output_weights("cls/seq_relationship",
+                                                      "cls.seq_relationship"))
+
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(config.hidden_size, 2, config.initializer_range, **kwargs)
 
@@ -99,6 +120,10 @@ class NextSentence(_OutputWeights):
 
 class Classifier(_OutputWeights):
     """dropout 0.1 on pooled_output [B,H] → float32 logits [B,num_labels]."""
+
+    ATTRIBUTE = "classifier"
+    # Unscoped in the original's run_classifier.py; BertForSequenceClassification's `classifier`.
+    CHECKPOINT_NAMES = NameTable(names.output_weights("", "classifier"))
 
     def __init__(self, config: BertConfig, num_labels: int, input_size: int | None = None,
                  **kwargs):
@@ -113,6 +138,9 @@ class Classifier(_OutputWeights):
 class Span(_OutputWeights):
     """sequence_output [B,S,H] → float32 (start_logits [B,S], end_logits [B,S])."""
 
+    ATTRIBUTE = "span"
+    CHECKPOINT_NAMES = NameTable(names.output_weights("cls/squad", "qa_outputs"))
+
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(config.hidden_size, 2, FINE_TUNING_INITIALIZER_RANGE, **kwargs)
 
@@ -125,8 +153,12 @@ class TokenClassifier(Classifier):
     """dropout 0.1 on sequence_output [B,S,H] → float32 logits [B,S,num_labels] (e.g. NER).
 
     The classifier head applied to every token (its matmul takes any leading shape);
-    `input_size` is the width of what it reads (H, or 2×lstm_size above a BiLSTM).
+    `input_size` is the width of what it reads (H, or 2×lstm_size above a BiLSTM). Its names are
+    the classifier's (the original's NER forks use them; BertForTokenClassification's
+    `classifier`).
     """
+
+    ATTRIBUTE = "token_classifier"
 
     # Above a BiLSTM its input carries the padding mask; the logits at padding are never read.
     supports_masking = True

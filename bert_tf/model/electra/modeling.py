@@ -12,6 +12,9 @@ google-research/electra writes them; the blocks are BertEncoder's `layer_{i}`, n
                                                              (only where E ≠ H)
   discriminator.dense.{kernel,bias}               [H,H],[H]  discriminator_predictions/dense/*
   discriminator.prediction.{kernel,bias}          [H,1],[1]  discriminator_predictions/dense_1/*
+
+Every name is declared once, in `names.py` (the encoder's and the generator's) and on the head
+classes here (`CHECKPOINT_NAMES`).
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from bert_tf.model import heads
+from bert_tf.model import heads, names
+from bert_tf.model.electra import names as electra_names
 from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.encoder import BertEmbeddings, BertEncoder, Dense, get_activation
+from bert_tf.model.names import NameTable
 
 
 class ElectraEncoder(BertEncoder):
@@ -35,6 +40,12 @@ class ElectraEncoder(BertEncoder):
 class DiscriminatorHead(keras.layers.Layer):
     """Replaced-token detection: dense (H → H, the config's activation), then dense (H → 1):
     one logit per token, > 0 meaning "replaced"."""
+
+    ATTRIBUTE = "discriminator"
+    CHECKPOINT_NAMES = NameTable(
+        names.dense("discriminator_predictions/dense", "dense", "discriminator_predictions.dense"),
+        names.dense("discriminator_predictions/dense_1", "prediction",
+                    "discriminator_predictions.dense_prediction"))
 
     def __init__(self, config: ElectraConfig, **kwargs):
         super().__init__(autocast=False, **kwargs)
@@ -74,6 +85,8 @@ class GeneratorEncoder(ElectraEncoder):
     """The generator's encoder (its own config, see `ElectraConfig.generator`), over the
     discriminator's embeddings."""
 
+    CHECKPOINT_NAMES = electra_names.GENERATOR
+
     def __init__(self, config: ElectraConfig, shared: BertEmbeddings, **kwargs):
         # Read by _make_embeddings during BertEncoder.__init__; a tuple so Keras does not track
         # it twice.
@@ -86,6 +99,17 @@ class GeneratorEncoder(ElectraEncoder):
         google-research/electra's generator."""
         return BertEmbeddings(config, shared=self._shared_embeddings[0], name="embeddings",
                               dtype=policy)
+
+
+class GeneratorPredictions(heads.MaskedLM):
+    """The generator's masked-LM head, under google-research/electra's names."""
+
+    ATTRIBUTE = "generator_predictions"
+    CHECKPOINT_NAMES = NameTable(
+        names.dense("generator_predictions/dense", "transform", "generator_predictions.dense"),
+        names.layer_norm("generator_predictions/LayerNorm", "layer_norm",
+                         "generator_predictions.LayerNorm"),
+        names.Name("generator_predictions/output_bias", "output_bias", "generator_lm_head.bias"))
 
 
 def gumbel_noise(uniform: tf.Tensor) -> tf.Tensor:
@@ -144,8 +168,8 @@ class ElectraPretrainingModel(keras.Model):
         self.encoder = ElectraEncoder(config, dtype=policy, name="electra")
         self.generator = GeneratorEncoder(generator_config, self.encoder.embeddings,
                                           dtype=policy, name="generator")
-        self.generator_predictions = heads.MaskedLM(generator_config, name="generator_predictions",
-                                                    dtype=policy)
+        self.generator_predictions = GeneratorPredictions(
+            generator_config, name="generator_predictions", dtype=policy)
         self.discriminator = DiscriminatorHead(config, name="discriminator", dtype=policy)
         self.built = True
 

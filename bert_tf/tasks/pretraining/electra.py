@@ -48,7 +48,7 @@ class ElectraTask(training.Task):
 
     def __init__(self, config: ElectraConfig, generator_hidden_size: float = GENERATOR_HIDDEN_SIZE,
                  disc_weight: float = DISC_WEIGHT):
-        if not isinstance(config, ElectraConfig):
+        if not hasattr(config, "generator"):  # the config that describes the generator too
             raise ConfigError("--objective=electra needs an ELECTRA config (\"model_type\": "
                               "\"electra\", e.g. --electra_config_file=electra_config.json)")
         self.config = config
