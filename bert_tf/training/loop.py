@@ -25,11 +25,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import filesystem, full_disk
+from bert_tf import filesystem
 from bert_tf.training import optimizers
 from bert_tf.checkpoints import model_config
 from bert_tf.checkpoints.files import holds_bert_tf_checkpoint
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.filesystem import full_disk
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribution, preemption, schedules, steps as training_steps
 from bert_tf.training.log import SummaryLog, host_values, summarize, write_scalars
