@@ -348,14 +348,14 @@ def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
     prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
 
     def remove_partial() -> None:
-        filesystem.delete_any(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+        filesystem.delete_any(*filesystem.glob(f"{prefix}.*"), f"{prefix}_temp")
 
     with full_disk.named_when_full(prefix, remove_partial):
         path = manager.save(checkpoint_number=step)
     if chief:
         logging.info("saved %s", path)
     else:
-        tf.io.gfile.rmtree(manager.directory)
+        filesystem.delete_tree(manager.directory)
 
 
 def train(task: Task, config: RunConfig, input_fn: InputFn,
@@ -370,7 +370,7 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
     chief = is_chief(strategy)
-    tf.io.gfile.makedirs(config.output_dir)
+    filesystem.makedirs(config.output_dir)
     run = _Run(task, config, strategy, with_optimizer=True)
     run.restore(None)
     if chief:
