@@ -18,7 +18,8 @@ TensorFlow's file systems, the very ones `tf.io.gfile` reaches, so a path they t
 exactly where the layer's calls do.
 
 `from bert_tf import filesystem` gives the layer's functions below; `filesystem.full_disk` the
-full-disk error.
+full-disk error. The package imports only `bert_tf.errors` from bert_tf, and TensorFlow or Beam
+only when a scheme path needs them.
 """
 
 from bert_tf.filesystem import full_disk
