@@ -1,6 +1,9 @@
 """The layout's import contracts (.importlinter): dependencies point one way, no task imports
-another, no circles. `lint-imports` is import-linter's command (the `test` extra)."""
+another, no circles. `lint-imports` is import-linter's command (the `test` extra). Beside them,
+no module outside the I/O layer calls tf.io.gfile (import-linter sees modules, not attributes).
+"""
 
+import ast
 import os
 import re
 import subprocess
@@ -17,7 +20,7 @@ def test_import_contracts_hold():
                             cwd=REPO, env={**os.environ, "PYTHONPATH": path},
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 4 kept, 0 broken." in result.stdout
+    assert "Contracts: 5 kept, 0 broken." in result.stdout
 
 
 def test_no_model_family_is_told_apart_outside_the_registry():
@@ -44,3 +47,42 @@ def test_no_model_family_is_told_apart_outside_the_registry():
                 found += [f"{os.path.relpath(path, REPO)}:{number}: {line.strip()}"
                           for number, line in enumerate(f, 1) if dispatch.search(line)]
     assert found == []
+
+
+# The one module that may reach tf.io.gfile (bert_tf/filesystem/__init__.py says why).
+GFILE_MODULE = os.path.join("bert_tf", "filesystem", "backends.py")
+
+
+def gfile_uses(source: str) -> list[int]:
+    """The lines of `source` that name `gfile` in code (an attribute, a name or an import):
+    `tf.io.gfile.exists`, `tf.compat.v1.gfile.GFile`, `from tensorflow.io import gfile`, ...
+    Docstrings and comments may speak of it."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "gfile" or \
+                isinstance(node, ast.Name) and node.id == "gfile":
+            lines.add(node.lineno)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                "gfile" in name for name in [getattr(node, "module", None) or "",
+                                             *(alias.name for alias in node.names)]):
+            lines.add(node.lineno)
+    return sorted(lines)
+
+
+def test_gfile_is_called_by_the_io_layer_only():
+    found = []
+    for folder, _, files in os.walk(os.path.join(REPO, "bert_tf")):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.relpath(os.path.join(folder, name), REPO)
+            if path != GFILE_MODULE:
+                with open(os.path.join(REPO, path), encoding="utf-8") as f:
+                    found += [f"{path}:{line}" for line in gfile_uses(f.read())]
+    assert not found, ("tf.io.gfile outside bert_tf/filesystem/ (call bert_tf.filesystem "
+                       "instead): " + ", ".join(found))
+
+
+def test_gfile_uses_are_found_in_code_not_in_words():
+    source = ('"""Reads any tf.io.gfile path."""\nimport tensorflow as tf\n'
+              'from tensorflow.io import gfile\n# tf.io.gfile.exists is fine here\n'
+              'x = tf.io.gfile.exists("a")\ny = tf.compat.v1.gfile.GFile\nz = gfile.glob("*")\n')
+    assert gfile_uses(source) == [3, 5, 6, 7]

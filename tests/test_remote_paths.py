@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import filesystem
+from bert_tf.filesystem import backends
 from bert_tf.errors import UserError
 from bert_tf.tasks.pretraining import pipeline as pretraining_pipeline
 from bert_tf.tasks.pretraining.instances import InstanceOptions
@@ -141,12 +142,12 @@ def test_local_runner_falls_back_to_beam_filesystems(corpus, local, memfs):
 
 @NEEDS_BEAM
 def test_precedence_gfile_first_beam_first_under_the_beam_runner(memfs):
-    assert filesystem._backend("ram://x") is filesystem._TensorFlowGfile
-    assert filesystem._backend("memfs://x") is filesystem._BeamFileSystems  # gfile lacks it
+    assert backends.backend_for("ram://x") is backends.TensorFlowGfile
+    assert backends.backend_for("memfs://x") is backends.BeamFileSystems  # gfile lacks it
     previous = filesystem.prefer_beam(True)
     try:
-        assert filesystem._backend("memfs://x") is filesystem._BeamFileSystems
-        assert filesystem._backend("ram://x") is filesystem._TensorFlowGfile  # Beam lacks it
+        assert backends.backend_for("memfs://x") is backends.BeamFileSystems
+        assert backends.backend_for("ram://x") is backends.TensorFlowGfile  # Beam lacks it
     finally:
         filesystem.prefer_beam(previous)
 
@@ -173,16 +174,29 @@ def test_local_and_ram_paths_list_and_rename_alike(tmp_path):
         assert not filesystem.exists(filesystem.join(root, "d"))
 
 
+@NEEDS_BEAM
+def test_local_ram_and_beam_paths_copy_and_list_alike(tmp_path, memfs):
+    for root in (str(tmp_path), "ram://copies", "memfs://copies"):
+        filesystem.makedirs(filesystem.join(root, "d/e"))
+        for name, data in (("d/one.txt", b"1"), ("d/e/two.txt", b"22"), ("d/copy.txt", b"old")):
+            filesystem.write_atomically(filesystem.join(root, name), data)
+        filesystem.copy(filesystem.join(root, "d/e/two.txt"), filesystem.join(root, "d/copy.txt"))
+        assert filesystem.read_bytes(filesystem.join(root, "d/copy.txt")) == b"22", root
+        assert filesystem.read_bytes(filesystem.join(root, "d/e/two.txt")) == b"22", root
+        assert filesystem.listdir(filesystem.join(root, "d")) == ["copy.txt", "e", "one.txt"], root
+        filesystem.delete_tree(filesystem.join(root, "d"))
+
+
 def test_a_scheme_nobody_handles_names_the_flag_and_what_to_install(monkeypatch):
     with pytest.raises(UserError) as info:
         filesystem.check_path("foo://bucket/x.txt", "--input_file")
     assert str(info.value).startswith("--input_file: foo://bucket/x.txt: no installed file system handles foo://")
-    monkeypatch.setattr(filesystem._BeamFileSystems, "knows", staticmethod(lambda name, path: False))
-    monkeypatch.setattr(filesystem._TensorFlowGfile, "knows", staticmethod(lambda name, path: False))
+    monkeypatch.setattr(backends.BeamFileSystems, "knows", staticmethod(lambda name, path: False))
+    monkeypatch.setattr(backends.TensorFlowGfile, "knows", staticmethod(lambda name, path: False))
     with pytest.raises(UserError) as info:
         filesystem.check_path("s3://bucket/out.tfrecord", "--output_file")
     assert str(info.value) == ("--output_file: s3://bucket/out.tfrecord: no installed file system handles s3://; "
-                               f"{filesystem._INSTALL_HINTS['s3']}")
+                               f"{backends.INSTALL_HINTS['s3']}")
     assert "apache-beam[aws]" in str(info.value) and "\n" not in str(info.value)
     filesystem.check_path("/local/path", "--input_file")  # local paths need no file system
 

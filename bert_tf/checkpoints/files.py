@@ -50,9 +50,9 @@ def resolve_checkpoint(path: str | os.PathLike) -> tuple[str, str]:
     """
     path = re.sub(r"\.(index|meta|data-\d{5}-of-\d{5})$", "", os.fspath(path))
     # A prefix first: object stores (and ram://) may call the prefix of file names a directory.
-    if tf.io.gfile.exists(path + ".index"):
+    if filesystem.exists(path + ".index"):
         prefix = path
-    elif tf.io.gfile.isdir(path):
+    elif filesystem.isdir(path):
         if hf_weights.is_hf_directory(path):
             return KIND_HF, path
         prefix = tf.train.latest_checkpoint(path) or _single_prefix_in(path)
@@ -80,7 +80,8 @@ def checkpoint_reader(prefix: str):
 
 
 def _single_prefix_in(directory: str) -> str:
-    prefixes = sorted(p[:-len(".index")] for p in tf.io.gfile.glob(os.path.join(directory, "*.index")))
+    prefixes = sorted(p[:-len(".index")]
+                      for p in filesystem.glob(os.path.join(directory, "*.index")))
     if len(prefixes) == 1:
         return prefixes[0]
     if not prefixes:

@@ -200,8 +200,7 @@ def tokenizer_files(tokenizer: TokenizerFiles) -> dict[str, str | bytes]:
                 # The segment ids are an input of every model here (AlbertTokenizer leaves them out).
                 "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
     if tokenizer.spm_model_file:
-        with tf.io.gfile.GFile(tokenizer.spm_model_file, "rb") as f:
-            model = f.read()
+        model = filesystem.read_bytes(tokenizer.spm_model_file)
         pieces = tokenizers.SentencePieceTokenizer(tokenizer.spm_model_file).sp_model
         # Our SentencePiece tokenizer lower-cases (when asked) and leaves accents to the model's
         # own normalisation: AlbertTokenizer does the same with keep_accents.
@@ -211,8 +210,7 @@ def tokenizer_files(tokenizer: TokenizerFiles) -> dict[str, str | bytes]:
                         bos_token="[CLS]", eos_token="[SEP]")
         files = {SPM_FILE: model, TOKENIZER_JSON_FILE: _unigram_tokenizer_json(pieces, model)}
     elif tokenizer.vocab_file:
-        with tf.io.gfile.GFile(tokenizer.vocab_file, "r") as f:
-            files = {VOCAB_FILE: f.read()}
+        files = {VOCAB_FILE: filesystem.read_text(tokenizer.vocab_file)}
         # BasicTokenizer strips accents exactly when it lower-cases: strip_accents None does.
         settings.update(tokenizer_class="BertTokenizer", unk_token="[UNK]", pad_token="[PAD]",
                         tokenize_chinese_chars=True, strip_accents=None)
@@ -388,10 +386,10 @@ def export_checkpoint(init_checkpoint: str, directory: str, tokenizer: Tokenizer
 
 def _run_labels(init_checkpoint: str) -> list[str] | None:
     """The label_list.txt of the run directory holding `init_checkpoint`, if any."""
-    directory = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else \
+    directory = init_checkpoint if filesystem.isdir(init_checkpoint) else \
         os.path.dirname(init_checkpoint)
     path = os.path.join(directory, RUN_LABEL_LIST)
-    if not tf.io.gfile.exists(path):
+    if not filesystem.exists(path):
         return None
-    with tf.io.gfile.GFile(path, "r") as f:
+    with filesystem.open_text(path) as f:
         return [line.rstrip("\n") for line in f if line.strip()] or None

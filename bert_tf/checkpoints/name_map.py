@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import filesystem
 from bert_tf.checkpoints.files import (KIND_BERT_TF, KIND_HF, KIND_TF1, KIND_WORDS,
                                        OBJECT_VALUE_SUFFIX, CheckpointError, LazyArrays,
                                        ObjectCheckpoint, read_arrays, resolve_checkpoint,
@@ -356,8 +357,7 @@ def export_google_checkpoint(model, prefix: str | os.PathLike,
     arrays = {m.name: np.asarray(m.variable.numpy()) for m in model_mappings(model)}
     files = {families.family_of(config).config_file: config.to_json_string()}
     if vocab_file is not None:
-        with tf.io.gfile.GFile(os.fspath(vocab_file), "r") as f:
-            files["vocab.txt"] = f.read()
+        files["vocab.txt"] = filesystem.read_text(os.fspath(vocab_file))
     write_tf1_checkpoint(arrays, prefix, files)
     logging.info("exported %d weights in the original TF1 layout to %s", len(arrays), prefix)
     return os.fspath(prefix)

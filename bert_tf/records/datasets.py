@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 
 import tensorflow as tf
 
+from bert_tf import filesystem
 from bert_tf.errors import MissingFileError
 from bert_tf.records.features import Schema
 
@@ -51,11 +52,11 @@ def resolve_input_files(patterns: str | Sequence[str], flag: str = "input_file")
         raise MissingFileError(f"--{flag} is empty: give files, globs or directories")
     files, unmatched = set(), []
     for item in items:
-        if tf.io.gfile.isdir(item):
-            found = [os.path.join(item, name) for name in tf.io.gfile.listdir(item)
-                     if not name.startswith(".") and not tf.io.gfile.isdir(os.path.join(item, name))]
+        if filesystem.isdir(item):
+            found = [os.path.join(item, name) for name in filesystem.listdir(item)
+                     if not name.startswith(".") and not filesystem.isdir(os.path.join(item, name))]
         else:
-            found = tf.io.gfile.glob(item)
+            found = filesystem.glob(item)
         if not found:
             unmatched.append(item)
         files.update(found)

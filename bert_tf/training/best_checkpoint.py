@@ -151,14 +151,14 @@ class BestCheckpoint:
         name = os.path.basename(checkpoint)
         with filesystem.atomic_directory(self.best_dir) as staging:
             filesystem.makedirs(staging)
-            for path in tf.io.gfile.glob(f"{checkpoint}.*"):
-                tf.io.gfile.copy(path, os.path.join(staging, os.path.basename(path)))
+            for path in filesystem.glob(f"{checkpoint}.*"):
+                filesystem.copy(path, os.path.join(staging, os.path.basename(path)))
             filesystem.write_atomically(os.path.join(staging, "checkpoint"),
                                         f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
             for file_name in RUN_FILES:
                 source = os.path.join(self.output_dir, file_name)
-                if tf.io.gfile.exists(source):
-                    tf.io.gfile.copy(source, os.path.join(staging, file_name))
+                if filesystem.exists(source):
+                    filesystem.copy(source, os.path.join(staging, file_name))
             training_log.write_eval_results(os.path.join(staging, "eval_results.txt"), results)
         logging.info("best checkpoint: %s -> %s", checkpoint, self.best_dir)
 
@@ -167,9 +167,9 @@ class BestCheckpoint:
 
     def _read_state(self) -> _State:
         path = self._state_path()
-        if not tf.io.gfile.exists(path):
+        if not filesystem.exists(path):
             return _State()
-        with tf.io.gfile.GFile(path) as f:
+        with filesystem.open_text(path) as f:
             saved = json.load(f)
         if (saved.pop("metric"), saved.pop("mode")) != (self.metric.key, self.metric.mode):
             raise UserError(f"{path} selects by another --best_metric; keep it or use another "

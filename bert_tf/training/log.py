@@ -144,15 +144,14 @@ def write_eval_results(path: str, results: Mapping[str, object]) -> None:
     """
     directory = os.path.dirname(path)
     if directory:
-        tf.io.gfile.makedirs(directory)
+        filesystem.makedirs(directory)
     filesystem.write_atomically(path, format_eval_results(results))
 
 
 def read_eval_results(path: str) -> dict[str, float]:
     """The figures of an eval_results.txt (`format_eval_results`' lines) as floats; lines whose
     value is not a number are left out."""
-    with tf.io.gfile.GFile(path) as f:
-        lines = f.read().splitlines()
+    lines = filesystem.read_text(path).splitlines()
     results = {}
     for line in lines:
         key, _, value = line.partition(" = ")

@@ -25,11 +25,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import filesystem, full_disk
+from bert_tf import filesystem
 from bert_tf.training import optimizers
 from bert_tf.checkpoints import model_config
 from bert_tf.checkpoints.files import holds_bert_tf_checkpoint
 from bert_tf.errors import MissingFileError, UserError
+from bert_tf.filesystem import full_disk
 from bert_tf.model.config import BertConfig
 from bert_tf.training import distribution, preemption, schedules, steps as training_steps
 from bert_tf.training.log import SummaryLog, host_values, summarize, write_scalars
@@ -347,14 +348,14 @@ def _save(manager: tf.train.CheckpointManager, step: int, chief: bool) -> None:
     prefix = os.path.join(manager.directory, f"{CHECKPOINT_NAME}-{step}")
 
     def remove_partial() -> None:
-        filesystem.delete_any(*tf.io.gfile.glob(f"{prefix}.*"), f"{prefix}_temp")
+        filesystem.delete_any(*filesystem.glob(f"{prefix}.*"), f"{prefix}_temp")
 
     with full_disk.named_when_full(prefix, remove_partial):
         path = manager.save(checkpoint_number=step)
     if chief:
         logging.info("saved %s", path)
     else:
-        tf.io.gfile.rmtree(manager.directory)
+        filesystem.delete_tree(manager.directory)
 
 
 def train(task: Task, config: RunConfig, input_fn: InputFn,
@@ -369,7 +370,7 @@ def train(task: Task, config: RunConfig, input_fn: InputFn,
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(config.seed)
     chief = is_chief(strategy)
-    tf.io.gfile.makedirs(config.output_dir)
+    filesystem.makedirs(config.output_dir)
     run = _Run(task, config, strategy, with_optimizer=True)
     run.restore(None)
     if chief:

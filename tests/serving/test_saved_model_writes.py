@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import filesystem, full_disk
+from bert_tf.filesystem import full_disk, writer
 from bert_tf.serving import saved_model
 
 
@@ -44,7 +44,7 @@ def test_a_crash_while_the_previous_export_is_removed_leaves_a_whole_export(tmp_
     def killed_while_removing(path, *args, **kwargs):
         os.remove(os.path.join(path, "saved_model.pb"))
         raise _Killed
-    monkeypatch.setattr(filesystem, "delete_tree", killed_while_removing)
+    monkeypatch.setattr(writer, "delete_tree", killed_while_removing)
     with pytest.raises(_Killed):
         _export(export_dir, 3.0)
     assert _served(export_dir) == 3.0  # the new export, whole

@@ -10,7 +10,7 @@ import signal
 import pytest
 import tensorflow as tf
 
-from bert_tf import full_disk
+from bert_tf.filesystem import full_disk
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig

@@ -22,8 +22,7 @@ import os
 import sys
 from typing import Any, Callable
 
-import tensorflow as tf
-
+from bert_tf import filesystem
 from bert_tf.errors import EmptyInputError, MissingFileError, UserError
 from bert_tf.tasks.classifier.processors import InputExample, TaskSpec
 from bert_tf.text.fast_basic import convert_to_unicode
@@ -57,10 +56,10 @@ class DataProcessor:
     @classmethod
     def _read_tsv(cls, input_file: str, quotechar: str | None = None) -> list[list[str]]:
         """The rows of a tab-separated file (any tf.io.gfile path: local, gs://, ...)."""
-        if not tf.io.gfile.exists(input_file):
+        if not filesystem.exists(input_file):
             raise MissingFileError(f"{input_file}: file not found (read by the processor; "
                                    "check --data_dir)")
-        with tf.io.gfile.GFile(input_file, "r") as f:
+        with filesystem.open_text(input_file) as f:
             return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
 
 

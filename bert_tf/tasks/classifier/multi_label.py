@@ -16,7 +16,6 @@ import os
 from typing import Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
@@ -95,11 +94,11 @@ def write_thresholds(directory: str, labels: Sequence[str], thresholds: np.ndarr
 def read_thresholds(directory: str, labels: Sequence[str]) -> np.ndarray:
     """The thresholds `write_thresholds` saved in `directory` for `labels`."""
     path = os.path.join(directory, THRESHOLDS_FILE)
-    if not tf.io.gfile.exists(path):
+    if not filesystem.exists(path):
         raise UserError(f"{path}: not found; --tune_thresholds chooses the thresholds on the dev "
                          "set: run --do_eval (or evaluation during training) first, or give "
                          "--threshold instead")
-    with tf.io.gfile.GFile(path) as f:
+    with filesystem.open_text(path) as f:
         saved = json.load(f)
     if saved["labels"] != list(labels):
         raise UserError(f"{path}: thresholds for labels {saved['labels']}, the run has "

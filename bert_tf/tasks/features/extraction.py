@@ -165,7 +165,7 @@ class _Progress:
 
 def read_lines(path: str) -> Iterator[str]:
     """Input lines decoded as UTF-8 dropping bad bytes, as the original's convert_to_unicode."""
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with filesystem.open_read(path) as f:
         filesystem.check_text_encoding(path, f.read(4096), "--input_file")
         f.seek(0)
         for raw in f:
@@ -209,7 +209,7 @@ def extract_features(options: ExtractionOptions) -> int:
     if not 2 < options.max_seq_length <= config.max_position_embeddings:
         raise UserError(f"--max_seq_length {options.max_seq_length} must be in 3.."
                          f"{config.max_position_embeddings} (max_position_embeddings)")
-    if options.input_file is not None and not tf.io.gfile.exists(options.input_file):
+    if options.input_file is not None and not filesystem.exists(options.input_file):
         raise MissingFileError(f"{options.input_file}: input file not found (check --input_file)")
     tokenizer = tokenizers.create_tokenizer(vocab_file=options.vocab_file,
                                             spm_model_file=options.spm_model_file,

@@ -31,9 +31,9 @@ from typing import Sequence
 
 import numpy as np
 
-from bert_tf import filesystem, full_disk, run_lock
+from bert_tf import filesystem, run_lock
 from bert_tf.errors import EmptyInputError, UserError
-from bert_tf.filesystem import expand_input_patterns
+from bert_tf.filesystem import expand_input_patterns, full_disk
 from bert_tf.records import features, tfrecord
 from bert_tf.tasks.pretraining import outputs as pretraining_output
 from bert_tf.tasks.pretraining.inputs import Block, LineTokenizer, ReadCounts, plan_blocks

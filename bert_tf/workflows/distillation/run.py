@@ -81,9 +81,9 @@ def _replace(options, **changes):
 
 
 def _read_lines(path: str) -> list[str] | None:
-    if not tf.io.gfile.exists(path):
+    if not filesystem.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as f:
+    with filesystem.open_text(path) as f:
         return [line.rstrip("\n") for line in f]
 
 
@@ -91,9 +91,9 @@ def _beside(path: str | None, name: str) -> str | None:
     """`name` in the directory `path` is or is in, when it exists."""
     if not path:
         return None
-    directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+    directory = path if filesystem.isdir(path) else os.path.dirname(path)
     candidate = os.path.join(directory, name)
-    return candidate if tf.io.gfile.exists(candidate) else None
+    return candidate if filesystem.exists(candidate) else None
 
 
 class _Teacher:

@@ -38,7 +38,6 @@ import sys
 import time
 from typing import Any, Mapping, Sequence
 
-import tensorflow as tf
 from absl import flags, logging
 
 from bert_tf import filesystem, run_lock
@@ -191,7 +190,7 @@ def trial_result(trial_dir: str, metric: best_checkpoint.Metric) -> dict[str, An
     """
     state_path = os.path.join(trial_dir, best_checkpoint.STATE_FILE)
     if filesystem.exists(state_path):
-        with tf.io.gfile.GFile(state_path) as f:
+        with filesystem.open_text(state_path) as f:
             state = json.load(f)
         best_dir = os.path.join(trial_dir, best_checkpoint.BEST_DIR)
         dev = read_eval_results(os.path.join(best_dir, "eval_results.txt"))
@@ -216,7 +215,7 @@ def read_trials(output_dir: str) -> dict[str, dict[str, Any]]:
     if not filesystem.exists(path):
         return {}
     records = {}
-    with tf.io.gfile.GFile(path) as f:
+    with filesystem.open_text(path) as f:
         for number, line in enumerate(f.read().splitlines(), 1):
             try:
                 record = json.loads(line)
