@@ -65,7 +65,7 @@ def beam_extra():
 def script_runner():
     """One server that runs the scripts' command lines, each in a fresh forked process, for the
     whole session (see script_runs.py): TensorFlow is imported once, not once per run."""
-    from script_runs import ScriptRunner
+    from support.script_runs import ScriptRunner
 
     env = {key: value for key, value in os.environ.items() if key != "BERT_TF_TRACEBACK"}
     with ScriptRunner(env) as runner:

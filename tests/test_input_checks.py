@@ -147,7 +147,7 @@ def test_squad_answer_with_empty_text_is_named(tmp_path):
 def test_pretraining_records_with_ids_past_vocab_size_are_refused(tmp_path):
     from bert_tf.records import features
     from bert_tf.tasks.pretraining import task as pretraining_task
-    from pretraining_records import PRED, SEQ, pretraining_arrays, write_records
+    from support.pretraining_records import PRED, SEQ, pretraining_arrays, write_records
 
     path = write_records(tmp_path / "train.tfrecord", pretraining_arrays(4, 0))
     schema = features.pretraining_schema(SEQ, PRED)

@@ -14,7 +14,7 @@ from bert_tf.serving import packing, text
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.text import pairs, testing_text
 from conftest import TESTDATA
-from tiny_models import REPO, train_tiny_sentencepiece
+from support.tiny_models import REPO, train_tiny_sentencepiece
 
 
 def _real_vocab() -> str:

@@ -12,7 +12,7 @@ import sentencepiece
 
 from bert_tf.text import tokenizers
 from bert_tf.text import fast_basic, testing_text
-from tiny_models import train_tiny_sentencepiece
+from support.tiny_models import train_tiny_sentencepiece
 from bert_tf.text.tokenizers import (FullTokenizer, SentencePieceTokenizer, create_tokenizer,
                                   validate_case_matches_checkpoint)
 

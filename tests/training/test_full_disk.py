@@ -15,9 +15,9 @@ from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig
 from bert_tf.training import log as training_log
-from pretraining_records import TINY_CONFIG, pretraining_arrays, write_records, \
+from support.pretraining_records import TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config
-from pretraining_runs import ENV, HELPER, weights
+from support.pretraining_runs import ENV, HELPER, weights
 
 LIMIT = 64 * 1024  # bytes: the tiny model's checkpoint data (weights + Adam slots) is larger
 

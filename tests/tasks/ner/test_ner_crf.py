@@ -16,8 +16,8 @@ from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from pretraining_records import TINY_CONFIG
-from tiny_models import read_results, write_tiny_model
+from support.pretraining_records import TINY_CONFIG
+from support.tiny_models import read_results, write_tiny_model
 
 NER = os.path.join(TESTDATA, "ner")
 

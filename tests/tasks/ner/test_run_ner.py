@@ -15,7 +15,7 @@ from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from tiny_models import REPO, ScriptRun, demo_model_flags, read_results, write_tiny_model
+from support.tiny_models import REPO, ScriptRun, demo_model_flags, read_results, write_tiny_model
 
 DEMO = os.path.join(REPO, "demo", "data", "ner")
 NER = os.path.join(TESTDATA, "ner")

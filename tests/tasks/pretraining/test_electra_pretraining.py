@@ -22,7 +22,7 @@ from bert_tf.records import features
 from bert_tf.tasks.pretraining import dynamic_masking, electra
 from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import distribution, log as training_log, loop as training
-from pretraining_records import PRED, SEQ, TINY_CONFIG, write_unmasked_records
+from support.pretraining_records import PRED, SEQ, TINY_CONFIG, write_unmasked_records
 
 CONFIG = ElectraConfig(**{**TINY_CONFIG, "hidden_size": 64, "intermediate_size": 70,
                           "embedding_size": 24, "hidden_dropout_prob": 0.0,

@@ -20,8 +20,8 @@ from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.training import loop as training
 from bert_tf.serving import ops
-from serving_client import run_client
-from tiny_models import ScriptRun, words_of, write_tiny_model
+from support.serving_client import run_client
+from support.tiny_models import ScriptRun, words_of, write_tiny_model
 
 NAMES = ["Anna", "Boris", "Clara", "Daniel", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas"]
 CITIES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Dublin", "Vienna", "Quito", "Riga", "Bern"]

@@ -10,7 +10,7 @@ import pytest
 from bert_tf.tasks.squad import examples as squad, features as squad_features
 from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
-from squad_windows import squad_windows
+from support.squad_windows import squad_windows
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")
 CONTEXT = "The Eiffel tower was built in (1889). It is in Paris, France."

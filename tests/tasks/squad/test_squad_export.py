@@ -14,8 +14,8 @@ from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.squad import examples as squad, export
 from bert_tf.tasks.squad import postprocess
 from bert_tf.text import testing_text
-from squad_windows import squad_windows
-from tiny_models import REPO, train_tiny_sentencepiece
+from support.squad_windows import squad_windows
+from support.tiny_models import REPO, train_tiny_sentencepiece
 
 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 40, 7, 12
 N_BEST, MAX_ANSWER_LENGTH = 5, 6

@@ -13,7 +13,7 @@ from bert_tf.tasks.squad.postprocess import (compute_predictions, detokenize, fi
                                              write_predictions)
 from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
 from conftest import TESTDATA
-from squad_windows import squad_windows
+from support.squad_windows import squad_windows
 
 CONTEXT = "The Eiffel tower was built in (1889). It is in Paris, France."
 # Its 19 tokens: the e ##iff ##el tower was built in ( 1889 ) . it is in paris , france .

@@ -12,7 +12,7 @@ from bert_tf.records import features as record_schemas
 from bert_tf.tasks.squad import examples as squad, records as squad_records
 from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
-from squad_windows import squad_windows
+from support.squad_windows import squad_windows
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")
 VOCAB = os.path.join(SQUAD_DIR, "vocab.txt")

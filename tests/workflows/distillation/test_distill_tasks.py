@@ -13,7 +13,7 @@ from bert_tf.tasks.squad import task as squad_task
 from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
 from conftest import TESTDATA
-from tiny_models import REPO, words_of, write_tiny_model
+from support.tiny_models import REPO, words_of, write_tiny_model
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 
