@@ -11,6 +11,9 @@ import pytest  # noqa: E402
 
 from bert_tf.model.config import BertConfig  # noqa: E402
 
+# The fixtures several modules share (char_model, spm_model).
+pytest_plugins = ("support.fixtures",)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/ is one level down
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 
