@@ -65,7 +65,7 @@ def script_flags(script_runner) -> dict[str, dict]:
             absl_scripts.append(script)
         else:
             described[script] = parsed
-    [out] = script_runner.run_all([([os.path.join(REPO, "tests", "docs_snippets.py"),
+    [out] = script_runner.run_all([([os.path.join(REPO, "tests", "support", "docs_snippets.py"),
                                      *absl_scripts], REPO, {"TF_CPP_MIN_LOG_LEVEL": "3"})])
     assert out.returncode == 0, out.stderr[-3000:]
     described.update(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -99,7 +99,8 @@ def _check_outputs(model, batch, reference):
     np.testing.assert_array_equal(outputs["pooled_output"].numpy(),
                                   outputs["sequence_output"].numpy()[:, 0])
     logits = model(batch)["discriminator_logits"].numpy()
-    np.testing.assert_allclose(logits[mask], reference.pretraining.logits.numpy()[mask], atol=TOLERANCE)
+    np.testing.assert_allclose(logits[mask], reference.pretraining.logits.numpy()[mask],
+                               atol=TOLERANCE)
 
 
 def test_hf_config_translates(hf_dir):
@@ -138,7 +139,8 @@ def test_classifier_reads_the_cls_vector(google_dir, hf_dir, batch, reference):
     report = checkpoints.init_from_checkpoint(model, str(google_dir / "model.ckpt-0"))
     assert report.missing == ["output_weights", "output_bias"], report
     pooled = model.encoder(batch, output_positions=np.zeros([3, 0], np.int32))["pooled_output"]
-    np.testing.assert_allclose(pooled.numpy(), reference.base.last_hidden_state.numpy()[:, 0], atol=TOLERANCE)
+    np.testing.assert_allclose(pooled.numpy(), reference.base.last_hidden_state.numpy()[:, 0],
+                               atol=TOLERANCE)
 
 
 def test_google_export_reads_back_bit_identical(hf_dir, tmp_path):
