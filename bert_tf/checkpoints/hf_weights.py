@@ -1,8 +1,8 @@
-"""Hugging Face BERT, ALBERT and ELECTRA directories (`config.json` + `model.safetensors`) seen
-through TF1 names (ALBERT's translation: `albert_names.py`, ELECTRA's: `electra_names.py`).
+"""Hugging Face BERT, ALBERT and ELECTRA directories (`config.json` + `model.safetensors`) seen through
+TF1 names (ALBERT's translation: albert/checkpoint_names.py).
 
 Hugging Face names (`bert.encoder.layer.3.attention.self.query.weight`, with or without the
-`bert.` prefix) are translated to the original's TF1 names so that `name_map.py` holds the only
+`bert.` prefix) are translated to the original's TF1 names so that checkpoints.py holds the only
 map to model variables. Linear weights are [out, in] in PyTorch and kernels [in, out] in TF1:
 they are transposed here; `[2,H]` head matrices are [out, in] in both and are not.
 """

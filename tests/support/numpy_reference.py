@@ -30,5 +30,15 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0)
 
 
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis (shifted by the maximum: no overflow)."""
+    shifted = x - x.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    return np.exp(log_softmax(x))
+
+
 # bert_config.json's `hidden_act` (the original's vocabulary: "gelu" is the tanh form) → reference.
 ACTIVATIONS = {"gelu": gelu_tanh, "gelu_tanh": gelu_tanh, "gelu_exact": gelu_exact, "relu": relu}

@@ -21,6 +21,7 @@ from bert_tf.records import features
 from bert_tf.tasks.pretraining import dynamic_masking, electra
 from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import distribution, log as training_log, loop as training
+from support import numpy_reference
 from support.pretraining_records import PRED, SEQ, TINY_CONFIG, write_unmasked_records
 
 CONFIG = ElectraConfig(**{**TINY_CONFIG, "hidden_size": 64, "intermediate_size": 70,
@@ -158,8 +159,7 @@ def _googles_metrics(eval_outputs) -> dict[str, float]:
     for batch, outputs in eval_outputs:
         logits = outputs["masked_lm_logits"].numpy().astype(np.float64)
         ids, weights = batch["masked_lm_ids"].numpy(), batch["masked_lm_weights"].numpy()
-        top = logits.max(-1, keepdims=True)
-        log_probs = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+        log_probs = numpy_reference.log_softmax(logits)
         add("masked_lm_loss", -np.take_along_axis(log_probs, ids[..., None], -1)[..., 0], weights)
         add("masked_lm_accuracy", logits.argmax(-1) == ids, weights)
         add("sampled_masked_lm_accuracy", outputs["sampled_ids"].numpy() == ids, weights)

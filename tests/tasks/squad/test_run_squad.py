@@ -24,6 +24,7 @@ from bert_tf.tasks.squad import records as squad_records
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.training import best_checkpoint, loop as training
 from bert_tf.serving import ops
+from support import numpy_reference
 from support.serving_client import run_client
 from support.tiny_models import ScriptRun, words_of, write_tiny_model
 
@@ -123,9 +124,8 @@ def _check_nbest(nbest: dict, expected: dict[str, list[tuple[str, float, float]]
         assert [e["text"] for e in entries] == [text for text, _, _ in want], question
         got = np.array([[e["start_logit"], e["end_logit"]] for e in entries])
         np.testing.assert_allclose(got, np.array([logits for _, *logits in want]), atol=1e-5)
-        scores = got.sum(1)
-        softmax = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
-        np.testing.assert_allclose([e["probability"] for e in entries], softmax, rtol=1e-6)
+        np.testing.assert_allclose([e["probability"] for e in entries],
+                                   numpy_reference.softmax(got.sum(1)), rtol=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
 from bert_tf.workflows.distillation.task import prediction_term
 from conftest import TESTDATA
+from support import numpy_reference
 from support.tiny_models import REPO, words_of, write_tiny_model
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
@@ -25,11 +26,8 @@ SQUAD = os.path.join(TESTDATA, "squad", "v1_train.json")
 
 def _soft_cross_entropy(student: np.ndarray, teacher: np.ndarray, temperature: float):
     """Per row: −Σ softmax(teacher / T) · log softmax(student / T), over the last axis."""
-    def log_softmax(x):
-        x = x / temperature
-        return x - x.max(-1, keepdims=True) - np.log(
-            np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))
-    return -(np.exp(log_softmax(teacher)) * log_softmax(student)).sum(-1)
+    return -(numpy_reference.softmax(teacher / temperature)
+             * numpy_reference.log_softmax(student / temperature)).sum(-1)
 
 
 def test_soft_losses_per_word_and_for_start_and_end(tiny_config):
