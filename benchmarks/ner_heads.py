@@ -49,7 +49,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests"))
+sys.path.insert(0, os.path.join(REPO, "tests"))  # the tests' `support` package
 
 import tensorflow as tf  # noqa: E402
 
@@ -60,7 +60,7 @@ from bert_tf.tasks.ner import data as tagging  # noqa: E402
 from bert_tf.tasks.ner import metrics as tag_metrics  # noqa: E402
 from bert_tf.tasks.ner import task as ner_task  # noqa: E402
 from bert_tf.training import loop as training  # noqa: E402
-from tiny_models import words_of_files, write_tiny_model  # noqa: E402
+from support.tiny_models import words_of_files, write_tiny_model  # noqa: E402
 
 HEADS = {"softmax_argmax": dict(decode="argmax"), "softmax_constrained": dict(),
          "crf": dict(crf=True), "bilstm_crf": dict(crf=True, lstm_size=32)}

@@ -11,6 +11,9 @@ import pytest  # noqa: E402
 
 from bert_tf.model.config import BertConfig  # noqa: E402
 
+# The fixtures several modules share (char_model, spm_model).
+pytest_plugins = ("support.fixtures",)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/ is one level down
 TESTDATA = os.path.join(REPO, "tests", "testdata")
 
@@ -65,7 +68,7 @@ def beam_extra():
 def script_runner():
     """One server that runs the scripts' command lines, each in a fresh forked process, for the
     whole session (see script_runs.py): TensorFlow is imported once, not once per run."""
-    from script_runs import ScriptRunner
+    from support.script_runs import ScriptRunner
 
     env = {key: value for key, value in os.environ.items() if key != "BERT_TF_TRACEBACK"}
     with ScriptRunner(env) as runner:

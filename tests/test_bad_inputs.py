@@ -23,9 +23,9 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
-from pretraining_records import TINY_CONFIG
-from script_runs import Run
-from tiny_models import REPO, SPECIAL_TOKENS
+from support.pretraining_records import TINY_CONFIG
+from support.script_runs import Run
+from support.tiny_models import REPO, SPECIAL_TOKENS
 
 WORDS = ("the", "cat", "sat", "on", "mat", "a", "dog", "ran", "it", "was", "sitting", ".")
 TEXT = "the cat sat on the mat.\na dog ran.\n\nit was sitting.\nthe dog sat.\n"

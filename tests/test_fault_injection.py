@@ -1,7 +1,6 @@
 """Fault injection: damaged caches and parts are rebuilt, kills leave resumable state, one run per
 output directory, dead runs' temporaries are cleaned, a full disk names its path."""
 
-import contextlib
 import dataclasses
 import glob
 import importlib.resources
@@ -30,6 +29,7 @@ from bert_tf.tasks.squad import records as squad_records
 from bert_tf.text.sample_text import generate_corpus
 from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
+from support.resource_limits import file_size_limit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE_VOCAB = os.path.join(TESTDATA, "glue", "vocab.txt")
@@ -380,19 +380,6 @@ CACHE_LIMIT = 256  # below the classifier cache's records (394 bytes)
 DATA_LIMIT = 4096  # above the output lock's owner file, below the pretraining records
 
 
-@contextlib.contextmanager
-def _file_size_limit(size: int):
-    """This process's files may not grow past `size` bytes."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous)
-
-
 def _limit_file_size():
     """In a child before it runs: files may not grow past DATA_LIMIT."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -403,7 +390,7 @@ def _limit_file_size():
 def test_full_disk_errors_name_the_path(corpus, glue_tokenizer, tmp_path):
     cache_dir, data_dir = tmp_path / "cache", tmp_path / "data"
     cache_dir.mkdir()
-    with _file_size_limit(CACHE_LIMIT), pytest.raises(OSError) as caught:
+    with file_size_limit(CACHE_LIMIT), pytest.raises(OSError) as caught:
         _classifier_cache(glue_tokenizer, cache_dir).records("train")
     message = cli.user_error_message(caught.value)
     assert message.startswith(f"{cache_dir}/train.tf_record") and "file too large" in message, message

@@ -1,16 +1,15 @@
 """Every path flag of every script on gs://, as a TPU user gives them, tested through `ram://`.
 
-TensorFlow's in-memory `ram://` file system is handled by tf.io.gfile exactly where `gs://` is,
-and is not local: a local file call on one of its paths fails (or writes a local folder
-`./ram:/...`). Each script runs in this process (tests/in_process.py: ram:// lives inside one
-process) twice, on local paths and with ALL its path flags on ram://, and gives the same outputs:
-records byte-identical, eval_results.txt identical, predictions and feature vectors within 1e-5.
-The ram:// runs start in an empty working directory, which stays empty. The runs chain as a
-user's would: the data step's records feed run_pretraining, whose output directory is the
---init_checkpoint of the fine-tuning scripts and extract_features; run_classifier's export is
-bert-predict's --export_dir, loaded back from ram://. run_pretraining's ram:// run is
-stopped after its first checkpoint and resumed, to the results of the same command run
-uninterrupted on the local root.
+TensorFlow's in-memory `ram://` file system is handled by tf.io.gfile exactly where `gs://` is, and
+is not local: a local file call on one of its paths fails (or writes a local folder `./ram:/...`).
+Each script runs in this process (tests/support/in_process.py: ram:// lives inside one process)
+twice, on local paths and with ALL its path flags on ram://, and gives the same outputs: records
+byte-identical, eval_results.txt identical, predictions and feature vectors within 1e-5. The ram://
+runs start in an empty working directory, which stays empty. The runs chain as a user's would: the
+data step's records feed run_pretraining, whose output directory is the --init_checkpoint of the
+fine-tuning scripts and extract_features; run_classifier's export is bert-predict's --export_dir,
+loaded back from ram://. run_pretraining's ram:// run is stopped after its first checkpoint and
+resumed, to the results of the same command run uninterrupted on the local root.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ from tensorflow.python.training import py_checkpoint_reader
 
 from bert_tf import filesystem
 from bert_tf.text.sample_text import generate_corpus
-from in_process import REPO, run_script
-from tiny_models import words_of, write_tiny_model
+from support.in_process import REPO, run_script
+from support.tiny_models import words_of, write_tiny_model
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

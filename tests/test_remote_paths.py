@@ -1,6 +1,7 @@
 """create_pretraining_data on `scheme://` paths: the local runner through tf.io.gfile (`ram://`,
 TensorFlow's in-memory file system) and through Beam's FileSystems, the Beam runner through Beam's
-FileSystems (`memfs://`, tests/beam_memory_filesystem.py): the same bytes as local paths."""
+FileSystems (`memfs://`, tests/support/beam_memory_filesystem.py): the same bytes as local
+paths."""
 
 import dataclasses
 import importlib.resources
@@ -110,7 +111,7 @@ def test_interrupted_run_on_ram_resumes_to_the_same_bytes(corpus, local, monkeyp
 @pytest.fixture
 def memfs():
     """Beam's in-memory `memfs://` file system, emptied after the test."""
-    import beam_memory_filesystem
+    from support import beam_memory_filesystem
 
     yield beam_memory_filesystem.FILES
     beam_memory_filesystem.FILES.clear()

@@ -1,12 +1,12 @@
-"""Encoder + head models. Each is a keras.Model with an `.encoder` (a `BertEncoder`, or its
-subclass `AlbertEncoder` for an ALBERT config), called with
+"""Encoder + head models. Each is a keras.Model with an `.encoder` (a `BertEncoder`, or the
+subclass its family builds: `AlbertEncoder`, `ElectraEncoder`; see `families`), called with
 the features dict (int32 `input_ids, input_mask, segment_ids` [B,S], plus `masked_lm_positions`
 [B,P] for pretraining) and returning a dict of float32 logits. `static_shapes=True` (the
 training loop's choice under XLA and on TPUs) has the encoder compute every position and attend
 all S keys, shapes that do not depend on the batch's padding.
 
 All variables exist as soon as a model is constructed; `tf.train.Checkpoint(model=m)` tracks
-them by the attribute paths documented in `modeling` and `heads`.
+them by the attribute paths documented in `encoder` and `heads`.
 """
 
 from __future__ import annotations

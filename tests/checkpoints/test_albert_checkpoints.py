@@ -11,7 +11,6 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from bert_tf.checkpoints import name_map as checkpoints  # noqa: E402
@@ -22,6 +21,7 @@ from bert_tf.model.albert.config import AlbertConfig  # noqa: E402
 from bert_tf.model.albert.modeling import AlbertEncoder  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.model.encoder import BertEncoder  # noqa: E402
+from support import hf_parity  # noqa: E402
 
 TOLERANCE = 1e-4
 SHAPES = {"one_group": dict(num_hidden_groups=1, inner_group_num=1),
@@ -36,33 +36,12 @@ def _hf_config(**sharing) -> transformers.AlbertConfig:
         attention_probs_dropout_prob=0.0, **sharing)
 
 
-@pytest.fixture(scope="module", params=list(SHAPES))
-def hf_dir(request, tmp_path_factory):
-    """A random-init AlbertForPreTraining saved with save_pretrained (biases and LayerNorms made
-    non-trivial so every weight matters)."""
-    torch.manual_seed(len(request.param))
-    model = transformers.AlbertForPreTraining(_hf_config(**SHAPES[request.param])).eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name:
-                param.add_(torch.randn_like(param) * 0.1)
-    directory = tmp_path_factory.mktemp(request.param)
-    model.save_pretrained(directory)
-    return str(directory)
-
-
-@pytest.fixture(scope="module")
-def batch():
-    rng = np.random.default_rng(7)
-    lengths = [11, 4, 9]  # padding in every row but the first
-    ids = np.zeros([3, 11], np.int32)
-    mask = np.zeros([3, 11], np.int32)
-    segments = np.zeros([3, 11], np.int32)
-    for row, length in enumerate(lengths):
-        ids[row, :length] = rng.integers(1, 101, length)
-        mask[row, :length] = 1
-        segments[row, length // 2:length] = 1
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+# hf_dir: a random-init AlbertForPreTraining per sharing shape, saved with save_pretrained;
+# reference: transformers' AlbertModel outputs (`base`) and pretraining logits on `batch`.
+hf_dir, batch, reference = hf_parity.fixtures(
+    transformers.AlbertForPreTraining,
+    {name: _hf_config(**sharing) for name, sharing in SHAPES.items()}, base="albert",
+    batch=hf_parity.padded_batch(vocab_size=101, seed=7), construction_seed=len)
 
 
 def test_hf_config_translates(hf_dir):
@@ -73,18 +52,6 @@ def test_hf_config_translates(hf_dir):
     hf = transformers.AlbertConfig.from_pretrained(hf_dir)
     assert (config.num_hidden_groups, config.inner_group_num) == (hf.num_hidden_groups,
                                                                   hf.inner_group_num)
-
-
-@pytest.fixture(scope="module")
-def reference(hf_dir, batch):
-    """transformers on the saved weights: the AlbertModel outputs and the pretraining logits."""
-    model = transformers.AlbertForPreTraining.from_pretrained(
-        hf_dir, attn_implementation="eager").eval()
-    inputs = dict(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
-                  attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
-                  token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
-    with torch.no_grad():
-        return model.albert(**inputs), model(**inputs)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +66,7 @@ def ours(hf_dir):
 def test_golden_outputs_match_transformers(ours, reference, batch):
     assert isinstance(ours.encoder, AlbertEncoder)
     outputs = ours.encoder(batch)
-    expected = reference[0]
+    expected = reference.base
     mask = batch["input_mask"][..., None].astype(bool)  # padding positions are not compared
     np.testing.assert_allclose(np.where(mask, outputs["sequence_output"].numpy(), 0),
                                np.where(mask, expected.last_hidden_state.numpy(), 0),
@@ -111,7 +78,7 @@ def test_golden_outputs_match_transformers(ours, reference, batch):
 
 def test_pretraining_heads_match_transformers(ours, reference, batch):
     """The MLM head transforms to E and scores against the E-wide table; SOP is the NSP head."""
-    expected = reference[1]
+    expected = reference.pretraining
     positions = np.array([[0, 3, 10], [1, 2, 3], [0, 5, 8]], np.int32)
     logits = ours({**batch, "masked_lm_positions": positions})
     mlm = np.take_along_axis(expected.prediction_logits.numpy(), positions[..., None], axis=1)

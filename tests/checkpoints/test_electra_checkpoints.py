@@ -12,7 +12,6 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from bert_tf.checkpoints import model_config  # noqa: E402
@@ -24,6 +23,7 @@ from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.model.electra.config import ElectraConfig  # noqa: E402
 from bert_tf.model.electra.modeling import DiscriminatorModel, ElectraEncoder  # noqa: E402
 from bert_tf.model.encoder import BertEncoder  # noqa: E402
+from support import hf_parity  # noqa: E402
 
 TOLERANCE = 1e-5
 LAYERS = 2
@@ -39,54 +39,14 @@ def _hf_config(embedding_size: int, hidden_size: int = 32) -> transformers.Elect
         attention_probs_dropout_prob=0.0)
 
 
-def _perturbed(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Biases and LayerNorms made non-trivial so that every weight matters."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("bias") or "LayerNorm" in name:
-                param.add_(torch.randn_like(param) * 0.1)
-    return model.eval()
-
-
-@pytest.fixture(scope="module", params=list(WIDTHS))
-def hf_dir(request, tmp_path_factory):
-    """A random-init ElectraForPreTraining (the discriminator) saved with save_pretrained."""
-    torch.manual_seed(WIDTHS[request.param])
-    model = _perturbed(transformers.ElectraForPreTraining(_hf_config(WIDTHS[request.param])), 3)
-    directory = tmp_path_factory.mktemp(request.param)
-    model.save_pretrained(directory)
-    return str(directory)
-
-
-@pytest.fixture(scope="module")
-def batch():
-    rng = np.random.default_rng(5)
-    lengths = [11, 4, 9]  # padding in every row but the first
-    ids = np.zeros([3, 11], np.int32)
-    mask = np.zeros([3, 11], np.int32)
-    segments = np.zeros([3, 11], np.int32)
-    for row, length in enumerate(lengths):
-        ids[row, :length] = rng.integers(1, 97, length)
-        mask[row, :length] = 1
-        segments[row, length // 2:length] = 1
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
-
-
-@pytest.fixture(scope="module")
-def reference(hf_dir, batch):
-    """transformers on the saved weights: ElectraModel's last hidden state and the
-    discriminator's logits."""
-    model = transformers.ElectraForPreTraining.from_pretrained(
-        hf_dir, attn_implementation="eager").eval()
-    inputs = dict(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
-                  attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
-                  token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
-    with torch.no_grad():
-        hidden = model.electra(**inputs).last_hidden_state.numpy()
-        logits = model(**inputs).logits.numpy()
-    return {"hidden": hidden, "logits": logits,
-            "state": {k: v.numpy() for k, v in model.state_dict().items()}}
+# hf_dir: a random-init ElectraForPreTraining (the discriminator) per width, saved with
+# save_pretrained; reference: transformers' ElectraModel output (`base`), the discriminator's
+# logits and its weights on `batch`.
+hf_dir, batch, reference = hf_parity.fixtures(
+    transformers.ElectraForPreTraining,
+    {name: _hf_config(width) for name, width in WIDTHS.items()}, base="electra",
+    batch=hf_parity.padded_batch(vocab_size=97, seed=5), construction_seed=WIDTHS.get,
+    perturb_seed=3)
 
 
 def _google_arrays(state: dict, generator_seed: int = 0) -> dict:
@@ -124,7 +84,7 @@ def google_dir(reference, hf_dir, tmp_path_factory):
     """The same discriminator in google-research/electra's layout, with electra_config.json."""
     config = bert_config_from_hf(hf_dir)
     directory = tmp_path_factory.mktemp("google")
-    write_tf1_checkpoint(_google_arrays(reference["state"]), directory / "model.ckpt-0",
+    write_tf1_checkpoint(_google_arrays(reference.state), directory / "model.ckpt-0",
                          {"electra_config.json": config.to_json_string()})
     return directory
 
@@ -134,12 +94,13 @@ def _check_outputs(model, batch, reference):
     outputs = model.encoder(batch)
     mask = batch["input_mask"].astype(bool)
     np.testing.assert_allclose(outputs["sequence_output"].numpy()[mask],
-                               reference["hidden"][mask], atol=TOLERANCE)
+                               reference.base.last_hidden_state.numpy()[mask], atol=TOLERANCE)
     # No pooler: the pooled output is [CLS]'s vector, unchanged.
     np.testing.assert_array_equal(outputs["pooled_output"].numpy(),
                                   outputs["sequence_output"].numpy()[:, 0])
     logits = model(batch)["discriminator_logits"].numpy()
-    np.testing.assert_allclose(logits[mask], reference["logits"][mask], atol=TOLERANCE)
+    np.testing.assert_allclose(logits[mask], reference.pretraining.logits.numpy()[mask],
+                               atol=TOLERANCE)
 
 
 def test_hf_config_translates(hf_dir):
@@ -178,7 +139,8 @@ def test_classifier_reads_the_cls_vector(google_dir, hf_dir, batch, reference):
     report = checkpoints.init_from_checkpoint(model, str(google_dir / "model.ckpt-0"))
     assert report.missing == ["output_weights", "output_bias"], report
     pooled = model.encoder(batch, output_positions=np.zeros([3, 0], np.int32))["pooled_output"]
-    np.testing.assert_allclose(pooled.numpy(), reference["hidden"][:, 0], atol=TOLERANCE)
+    np.testing.assert_allclose(pooled.numpy(), reference.base.last_hidden_state.numpy()[:, 0],
+                               atol=TOLERANCE)
 
 
 def test_google_export_reads_back_bit_identical(hf_dir, tmp_path):
@@ -205,7 +167,8 @@ def test_google_export_reads_back_bit_identical(hf_dir, tmp_path):
 def test_a_generator_is_not_a_discriminator(tmp_path):
     """A Hugging Face ElectraForMaskedLM (a generator) where the discriminator is needed: one
     error naming what to give, not a small encoder loaded silently."""
-    generator = _perturbed(transformers.ElectraForMaskedLM(_hf_config(24, hidden_size=16)), 4)
+    generator = transformers.ElectraForMaskedLM(_hf_config(24, hidden_size=16))
+    generator = hf_parity.perturbed(generator, seed=4)
     generator.save_pretrained(tmp_path / "generator")
     model = DiscriminatorModel(bert_config_from_hf(str(tmp_path / "generator")))
     with pytest.raises(CheckpointError, match="holds an ELECTRA generator .* no discriminator"):

@@ -34,7 +34,7 @@ from bert_tf.model.albert.config import AlbertConfig  # noqa: E402
 from bert_tf.errors import UserError  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.training import finetuning  # noqa: E402
-from tiny_models import SPECIAL_TOKENS, train_tiny_sentencepiece  # noqa: E402
+from support.tiny_models import SPECIAL_TOKENS, train_tiny_sentencepiece  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -537,7 +537,8 @@ def test_run_pretraining_writes_export_hf_dir(tmp_path):
     layout) comes out as transformers' BertForPreTraining, every weight as it was."""
     from bert_tf.tasks.pretraining import task as pretraining_task
     from bert_tf.training import loop as training
-    from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records
+    from support.pretraining_records import (PRED, SEQ, TINY_CONFIG, pretraining_arrays,
+                                             write_records)
 
     model = _build("pretraining", BertConfig(**TINY_CONFIG), seed=7)
     checkpoints.export_google_checkpoint(model, str(tmp_path / "google" / "bert_model.ckpt"))

@@ -8,7 +8,6 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -16,20 +15,18 @@ from bert_tf.checkpoints import name_map as checkpoints  # noqa: E402
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.model.encoder import BertEncoder  # noqa: E402
+from support import hf_parity  # noqa: E402
 
 EPS = 1e-2  # wide enough that ε changes every layer's output well past the tolerance
 
 
-@pytest.fixture(scope="module")
-def hf_dir(tmp_path_factory):
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=4, intermediate_size=37,
-                                     max_position_embeddings=13, layer_norm_eps=EPS)
-    model = transformers.BertModel(config).eval()
-    directory = tmp_path_factory.mktemp("eps")
-    model.save_pretrained(directory)
-    return str(directory)
+# hf_dir: a random-init BertModel whose LayerNorm ε is EPS, saved with save_pretrained.
+hf_dir = hf_parity.fixtures(
+    transformers.BertModel,
+    {"eps": transformers.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, intermediate_size=37,
+                                    max_position_embeddings=13, layer_norm_eps=EPS)},
+    base=None, batch={}, perturb=False)[0]
 
 
 def test_hugging_face_layer_norm_eps_is_read_and_used(hf_dir):

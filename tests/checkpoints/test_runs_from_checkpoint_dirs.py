@@ -22,7 +22,7 @@ from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
-from tiny_models import REPO
+from support.tiny_models import REPO
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

@@ -20,8 +20,8 @@ from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from bert_tf.training import distribution, loop as training
-from pretraining_records import TINY_CONFIG
-from tiny_models import REPO, ScriptRun, read_results, words_of_files, write_tiny_model
+from support.pretraining_records import TINY_CONFIG
+from support.tiny_models import REPO, ScriptRun, read_results, words_of_files, write_tiny_model
 
 CORPUS = os.path.join(REPO, "demo", "data", "corpus.txt")
 DEMO = os.path.join(REPO, "demo", "data", "classification")

@@ -17,8 +17,8 @@ from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.electra.modeling import ElectraPretrainingModel
 from bert_tf.serving import predict
 from bert_tf.training import loop as training
-from pretraining_records import TINY_CONFIG
-from tiny_models import REPO, ScriptRun, read_results, words_of_files, write_tiny_model
+from support.pretraining_records import TINY_CONFIG
+from support.tiny_models import REPO, ScriptRun, read_results, words_of_files, write_tiny_model
 
 DEMO = os.path.join(REPO, "demo", "data", "classification")
 

@@ -24,6 +24,7 @@ from bert_tf.model import models  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.modeling import BertEncoder  # noqa: E402
 from bert_tf.tokenization import FullTokenizer  # noqa: E402
+from support import hf_parity  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -38,8 +39,7 @@ SENTENCES = [  # variable lengths, so the batch carries padding; one pair for se
 TOLERANCE = 1e-4
 
 
-@pytest.fixture(scope="module")
-def batch():
+def _tokenized_batch() -> dict[str, np.ndarray]:
     """[CLS] a [SEP] (b [SEP]) padded with zeros to the longest example: int32 [B,S] arrays."""
     tokenizer = FullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), do_lower_case=True)
     rows = []
@@ -57,22 +57,16 @@ def batch():
             "segment_ids": np.array([pad(seg) for _, seg in rows], np.int32)}
 
 
-@pytest.fixture(scope="module")
-def reference(batch):
-    """transformers' BertModel on the shipped weights: (sequence_output, pooled_output)."""
-    model = transformers.BertModel.from_pretrained(MODEL_DIR, local_files_only=True,
-                                                   attn_implementation="eager").eval()
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
-                    attention_mask=torch.tensor(batch["input_mask"], dtype=torch.long),
-                    token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long))
-    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+# reference: transformers' BertModel on the shipped weights (last_hidden_state, pooler_output).
+hf_dir, batch, reference = hf_parity.fixtures(
+    transformers.BertModel, {"all-MiniLM-L6-v2": MODEL_DIR}, base=None, batch=_tokenized_batch)
 
 
 def _assert_matches(encoder, batch, reference):
     outputs = encoder({k: tf.constant(v) for k, v in batch.items()})
     real = batch["input_mask"].astype(bool)  # padding positions carry no meaning on either side
-    sequence, pooled = reference
+    sequence = reference.base.last_hidden_state.numpy()
+    pooled = reference.base.pooler_output.numpy()
     assert np.abs(outputs["sequence_output"].numpy()[real] - sequence[real]).max() <= TOLERANCE
     assert np.abs(outputs["pooled_output"].numpy() - pooled).max() <= TOLERANCE
     return outputs
@@ -173,7 +167,8 @@ def test_original_bert_model_code_loads_the_tf1_export_and_trains(tf1_export, ba
     modeling.init_from_checkpoint(init_checkpoint, assignment_map)
 
     model = modeling.BertModel(config=config, is_training=False, **inputs)  # the loaded weights
-    assert np.abs(model.get_pooled_output().numpy() - reference[1]).max() <= 1e-5
+    pooled = reference.base.pooler_output.numpy()
+    assert np.abs(model.get_pooled_output().numpy() - pooled).max() <= 1e-5
 
     labels = tf.constant([0, 1, 1, 0])
     optimizer = optimization.AdamWeightDecayOptimizer(
@@ -189,7 +184,7 @@ def test_original_bert_model_code_loads_the_tf1_export_and_trains(tf1_export, ba
     assert int(optimizer.iterations) == 1
     assert np.abs(label_embeddings.numpy() - head_before).max() > 0
     pooled_after = modeling.BertModel(config, False, **inputs).get_pooled_output().numpy()
-    assert np.abs(pooled_after - reference[1]).max() > 1e-5  # the encoder's weights moved
+    assert np.abs(pooled_after - pooled).max() > 1e-5  # the encoder's weights moved
     modeling.reset_variable_scopes()
 
 

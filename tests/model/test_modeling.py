@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bert_tf.model import encoder as encoder_lib
 from bert_tf.model.encoder import BertEncoder
+from support import numpy_reference
 
 B, S = 7, 13
 
@@ -29,28 +30,20 @@ def _features(config, seed=0, lengths=None):
 # ---------------------------------------------------------------- numpy reference forward
 
 
-def _np_layer_norm(x, ln):
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-12) * ln.gamma.numpy() + ln.beta.numpy()
-
-
 def _np_dense(x, layer):
     return x @ layer.kernel.numpy() + layer.bias.numpy()
 
 
-def _np_gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
-
-
 def _np_encoder(encoder, features):
-    """The original BERT forward pass written out in numpy (float64) from the encoder's weights."""
+    """The original BERT forward pass written out in numpy (float64) from the encoder's weights,
+    with the numpy reference of the config's `hidden_act`."""
     cfg = encoder.config
+    activation = numpy_reference.ACTIVATIONS[cfg.hidden_act]
     ids, mask, seg = (features[k].numpy() for k in ("input_ids", "input_mask", "segment_ids"))
     emb = encoder.embeddings
     x = (emb.word_embeddings.numpy()[ids] + emb.token_type_embeddings.numpy()[seg]
          + emb.position_embeddings.numpy()[None, :ids.shape[1]]).astype(np.float64)
-    x = _np_layer_norm(x, emb.layer_norm)
+    x = numpy_reference.layer_norm(x, emb.layer_norm)
     n, d = cfg.num_attention_heads, cfg.head_size
     adder = (1.0 - mask[:, None, None, :]) * -10000.0  # [B,1,1,S]
     for block in encoder.transformer_layers:
@@ -61,10 +54,10 @@ def _np_encoder(encoder, features):
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(B, S, n * d)
-        x = _np_layer_norm(_np_dense(context, block.attention_output) + x,
-                           block.attention_layer_norm)
-        hidden = _np_dense(_np_gelu_tanh(_np_dense(x, block.intermediate)), block.output_dense)
-        x = _np_layer_norm(hidden + x, block.output_layer_norm)
+        x = numpy_reference.layer_norm(_np_dense(context, block.attention_output) + x,
+                                       block.attention_layer_norm)
+        hidden = _np_dense(activation(_np_dense(x, block.intermediate)), block.output_dense)
+        x = numpy_reference.layer_norm(hidden + x, block.output_layer_norm)
     pooled = np.tanh(_np_dense(x[:, 0], encoder.pooler))
     return x, pooled
 
@@ -82,11 +75,12 @@ def _randomise(encoder, seed=1):
 
 def test_gelu_is_the_tanh_approximation_and_gelu_exact_the_erf_form():
     x = np.array([-3.0, -1.0, -0.3, 0.0, 0.5, 1.7, 4.0])
-    np.testing.assert_allclose(encoder_lib.gelu(tf.constant(x)).numpy(), _np_gelu_tanh(x), atol=1e-12)
+    np.testing.assert_allclose(encoder_lib.gelu(tf.constant(x)).numpy(),
+                               numpy_reference.gelu_tanh(x), atol=1e-12)
     exact = np.array([0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x])
     # (TensorFlow evaluates the erf form through erfc, more precise for negative x.)
     np.testing.assert_allclose(encoder_lib.gelu_exact(tf.constant(x)).numpy(), exact, rtol=1e-6)
-    assert np.abs(_np_gelu_tanh(x) - exact).max() > 1e-4  # the two really differ
+    assert np.abs(numpy_reference.gelu_tanh(x) - exact).max() > 1e-4  # the two really differ
     assert encoder_lib.get_activation("relu")(tf.constant(-2.0)).numpy() == 0.0
     with pytest.raises(ValueError, match="unknown hidden_act"):
         encoder_lib.get_activation("swish")
@@ -245,13 +239,18 @@ def test_fully_padded_row_attends_like_the_original(tiny_config):
     np.testing.assert_allclose(got, want, atol=1e-2)  # f32 spacing near 10000 is 1e-3
 
 
-def test_non_gelu_activation_is_used(tiny_config):
-    relu_encoder = BertEncoder(tiny_config.replace(hidden_act="relu"))
-    gelu_encoder = BertEncoder(tiny_config)
-    gelu_encoder.set_weights(relu_encoder.get_weights())
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_exact", "relu"])
+def test_the_blocks_use_the_configured_activation(tiny_config, hidden_act):
+    """Each block's intermediate layer applies `hidden_act`: the encoder equals the numpy forward
+    with that function's reference (the randomised weights put the intermediate values where
+    the three functions differ by far more than the tolerance)."""
+    encoder = BertEncoder(tiny_config.replace(hidden_act=hidden_act), compute_padding=True)
+    _randomise(encoder)
     features = _features(tiny_config)
-    diff = relu_encoder(features)["sequence_output"] - gelu_encoder(features)["sequence_output"]
-    assert np.abs(diff.numpy()).max() > 1e-3
+    want_seq, want_pooled = _np_encoder(encoder, features)
+    out = encoder(features)
+    np.testing.assert_allclose(out["sequence_output"].numpy(), want_seq, atol=2e-5)
+    np.testing.assert_allclose(out["pooled_output"].numpy(), want_pooled, atol=2e-5)
 
 
 def test_skipping_padding_gives_the_gradients_of_computing_it(tiny_config):

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.records import datasets, features
-from pretraining_records import PRED, SEQ, pretraining_arrays, write_records
+from support.pretraining_records import PRED, SEQ, pretraining_arrays, write_records
 
 SCHEMA = features.pretraining_schema(SEQ, PRED)
 

@@ -19,8 +19,8 @@ from bert_tf.text import testing_text
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import require_extra
-from serving_client import run_client
-from tiny_models import REPO, words_of_files, write_tiny_model
+from support.serving_client import run_client
+from support.tiny_models import REPO, words_of_files, write_tiny_model
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

@@ -23,10 +23,10 @@ from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text import testing_text
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from pretraining_records import TINY_CONFIG
-from saved_model_graphs import functions_with_op
-from serving_client import run_client
-from tiny_models import (train_tiny_sentencepiece, write_initial_checkpoint,
+from support.pretraining_records import TINY_CONFIG
+from support.saved_model_graphs import functions_with_op
+from support.serving_client import run_client
+from support.tiny_models import (train_tiny_sentencepiece, write_initial_checkpoint,
                          write_random_encoder, write_tiny_model)
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py

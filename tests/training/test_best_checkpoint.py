@@ -12,8 +12,8 @@ from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets, features
 from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import best_checkpoint, loop as training
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records
-from tiny_models import read_results
+from support.pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records
+from support.tiny_models import read_results
 
 # The score each evaluated step gets: best at 4, then two evaluations without improvement.
 SCORES = {2: 0.5, 4: 0.7, 6: 0.6, 8: 0.65, 10: 0.9, 12: 1.0}

@@ -13,8 +13,9 @@ import socket
 
 import pytest
 
-from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, write_tiny_config
-from pretraining_runs import start, wait, weights
+from support.pretraining_records import (PRED, SEQ, pretraining_arrays, write_records,
+                                         write_tiny_config)
+from support.pretraining_runs import start, wait, weights
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

@@ -5,7 +5,7 @@ the one-checkpoint test reads.)"""
 import json
 import logging
 
-from distribute_utils import configure_two_cpus, two_cpu_strategy
+from support.distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()  # before TensorFlow starts (pytest imports every test module first)
 
@@ -17,7 +17,7 @@ from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.records import datasets, features  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.training import distribution, loop as training  # noqa: E402
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
+from support.pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
     write_records  # noqa: E402
 
 

@@ -2,10 +2,7 @@
 export or eval_results.txt are written: one `error:` line naming the output, nothing left under
 its name, and a rerun with room ends with the same weights as a run that always had it."""
 
-import contextlib
 import os
-import resource
-import signal
 
 import pytest
 import tensorflow as tf
@@ -15,9 +12,10 @@ from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig
 from bert_tf.training import log as training_log
-from pretraining_records import TINY_CONFIG, pretraining_arrays, write_records, \
+from support.pretraining_records import TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config
-from pretraining_runs import ENV, HELPER, weights
+from support.pretraining_runs import ENV, HELPER, weights
+from support.resource_limits import file_size_limit
 
 LIMIT = 64 * 1024  # bytes: the tiny model's checkpoint data (weights + Adam slots) is larger
 
@@ -60,24 +58,11 @@ def test_a_checkpoint_that_does_not_fit_is_one_error_line_and_a_rerun_finishes(t
         assert (got[name] == expected[name]).all(), name
 
 
-@contextlib.contextmanager
-def _file_size_limit(size: int):
-    """This process's files may not grow past `size` bytes (writes fail with EFBIG)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous)
-
-
 def test_exports_and_eval_results_that_do_not_fit_leave_nothing(tmp_path):
     model = models.pretraining_model(BertConfig(**TINY_CONFIG))
     prefix = str(tmp_path / "google_checkpoint" / "bert_model.ckpt")
     results = str(tmp_path / "eval_results.txt")
-    with _file_size_limit(1024):
+    with file_size_limit(1024):
         with pytest.raises(full_disk.DiskFullError, match=f"^{prefix}: file too large"):
             checkpoints.export_google_checkpoint(model, prefix)
         with pytest.raises(full_disk.DiskFullError, match=f"^{results}: file too large"):

@@ -2,7 +2,7 @@
 one above it, head and embeddings included, with AdamW and LAMB, on one device and two replicas,
 through the loop with gradient accumulation; ALBERT's shared layers are refused."""
 
-from distribute_utils import configure_two_cpus, two_cpu_strategy
+from support.distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()  # before TensorFlow starts (pytest imports every test module first)
 
@@ -18,7 +18,7 @@ from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.records import datasets, features  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.training import loop as training, optimizers, schedules  # noqa: E402
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
+from support.pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
     write_records  # noqa: E402
 
 XI, LR = 0.5, 1e-2

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from distribute_utils import configure_two_cpus, two_cpu_strategy
+from support.distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()
 

@@ -4,7 +4,7 @@ tests/training/test_cluster.py), the caller's hooks back, and the same command r
 the weights of an uninterrupted run (one device with dynamic masking and gradient accumulation;
 MirroredStrategy on two CPU devices, with a second signal during the save)."""
 
-from distribute_utils import configure_two_cpus, two_cpu_strategy
+from support.distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()  # before TensorFlow starts (pytest imports every test module first)
 
@@ -18,13 +18,13 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import preemption_signals  # noqa: E402
+from support import preemption_signals  # noqa: E402
 from bert_tf import cli  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.training import loop as training, preemption  # noqa: E402
-from pretraining_records import PRED, SEQ, pretraining_arrays, write_records, \
+from support.pretraining_records import PRED, SEQ, pretraining_arrays, write_records, \
     write_tiny_config, write_unmasked_records  # noqa: E402
-from pretraining_runs import weights  # noqa: E402
+from support.pretraining_runs import weights  # noqa: E402
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

@@ -2,7 +2,7 @@
 the exact area; and a task's counts summed by the loop (replicas, micro-batches, the steps of one
 loop call, eval batches) giving the AUC of all the examples at once."""
 
-from distribute_utils import configure_two_cpus, two_cpu_strategy
+from support.distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()  # before TensorFlow starts (pytest imports every test module first)
 

@@ -16,7 +16,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.records import datasets, features
 from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import loop as training, optimizers, schedules
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records
+from support.pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records
 
 LR, TOTAL, WARMUP = 0.3, 20, 4
 

@@ -6,7 +6,7 @@ import logging
 import math
 import types
 
-from distribute_utils import configure_two_cpus, two_cpu_strategy
+from support.distribute_utils import configure_two_cpus, two_cpu_strategy
 
 configure_two_cpus()  # before TensorFlow starts (pytest imports every test module first)
 
@@ -20,7 +20,7 @@ from bert_tf.records import datasets, features  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.training import best_checkpoint, loop as training  # noqa: E402
 from bert_tf.training.log import summarize  # noqa: E402
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
+from support.pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, \
     write_records  # noqa: E402
 
 SCHEMA = features.pretraining_schema(SEQ, PRED)

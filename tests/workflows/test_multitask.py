@@ -25,9 +25,9 @@ from bert_tf.workflows.multitask.run import (MultitaskOptions, MultitaskTask, mi
                                              prepare_task, run_multitask)
 from bert_tf.workflows.multitask.tasks_file import read_tasks_file
 from conftest import REPO
-from pretraining_runs import weights
-from serving_client import run_client
-from tiny_models import words_of_files, write_tiny_model
+from support.pretraining_runs import weights
+from support.serving_client import run_client
+from support.tiny_models import words_of_files, write_tiny_model
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

@@ -1,5 +1,5 @@
 """bert-search: the grid, trials run as subprocesses of a stand-in fine-tuning script
-(tests/search_stub.py, whose dev score is a known function of its flags), trials.jsonl and
+(tests/support/search_stub.py, whose dev score is a known function of its flags), trials.jsonl and
 best.json (the best equals the maximum of trials.jsonl), resuming (done trials are not run again,
 a killed one resumes in its directory, a killed search resumes at once), the metric of
 best_state.json, the grid checked by the script's own flags before any trial, the errors."""
@@ -18,9 +18,9 @@ from absl import flags
 from bert_tf.errors import PREEMPTED_STATUS, UserError
 from bert_tf.training.log import read_eval_results, write_eval_results
 from bert_tf.workflows.search import grid as search_grid, script_flags, trials as search
-from tiny_models import REPO, words_of_files, write_tiny_model
+from support.tiny_models import REPO, words_of_files, write_tiny_model
 
-STUB = [sys.executable, os.path.join(REPO, "tests", "search_stub.py")]
+STUB = [sys.executable, os.path.join(REPO, "tests", "support", "search_stub.py")]
 
 
 def _stub_accuracy(learning_rate, epochs=3.0, seed=12345):

@@ -9,8 +9,8 @@ import pytest
 
 from bert_tf.tasks.classifier import features as feats
 from bert_tf.tasks.classifier import processors as cls
-from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
+from support.vocabularies import wordpiece_tokenizer
 
 GLUE = os.path.join(TESTDATA, "glue")
 VOCAB = os.path.join(GLUE, "vocab.txt")
@@ -167,9 +167,7 @@ def test_column_name_errors(tmp_path):
 
 # --- feature packing -------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return FullTokenizer(VOCAB, do_lower_case=True)
+tokenizer = wordpiece_tokenizer(VOCAB, do_lower_case=True)
 
 
 def _task(labels=("a", "b"), regression=False):

@@ -17,7 +17,7 @@ from bert_tf.tasks.classifier import compat, export as serving
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.tokenization import FullTokenizer
 from conftest import TESTDATA
-from tiny_models import REPO, ScriptRun, read_results, write_tiny_model
+from support.tiny_models import REPO, ScriptRun, read_results, write_tiny_model
 
 MRPC = os.path.join(TESTDATA, "glue", "MRPC")
 VOCAB = os.path.join(TESTDATA, "glue", "vocab.txt")

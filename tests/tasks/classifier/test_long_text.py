@@ -13,7 +13,7 @@ from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.text.long_text import LongText, num_windows, truncate, window_spans
 from bert_tf.text.tokenizers import FullTokenizer
-from tiny_models import write_tiny_model
+from support.tiny_models import write_tiny_model
 
 WORDS = [f"w{i:03d}" for i in range(100)]
 FIRST_WORD_ID = 5  # after [PAD] [UNK] [CLS] [SEP] [MASK]

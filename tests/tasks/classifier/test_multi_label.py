@@ -14,7 +14,7 @@ from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from tiny_models import read_results, words_of_files, write_tiny_model
+from support.tiny_models import read_results, words_of_files, write_tiny_model
 
 DATA = os.path.join(TESTDATA, "multi_label")
 LABELS = ("sports", "politics", "science", "music")

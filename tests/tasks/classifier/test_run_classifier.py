@@ -17,7 +17,7 @@ from bert_tf.tasks.classifier import task as classifier_task, export as serving
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import finetuning, loop as training
 from conftest import TESTDATA
-from tiny_models import REPO, ScriptRun, demo_model_flags, read_results
+from support.tiny_models import REPO, ScriptRun, demo_model_flags, read_results
 
 DEMO = os.path.join(REPO, "demo", "data", "classification")
 GLUE = os.path.join(TESTDATA, "glue")

@@ -21,9 +21,9 @@ from bert_tf.text import testing_text
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from saved_model_graphs import functions_with_op
-from serving_client import run_client
-from tiny_models import REPO, write_initial_checkpoint, write_tiny_model, words_of
+from support.saved_model_graphs import functions_with_op
+from support.serving_client import run_client
+from support.tiny_models import REPO, write_initial_checkpoint, write_tiny_model, words_of
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

@@ -20,8 +20,8 @@ from bert_tf.tasks.features.extraction import (Example, ExtractionOptions, extra
                                                json_line, pack)
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import distribution
-from in_process import run_script
-from tiny_models import write_random_encoder
+from support.in_process import run_script
+from support.tiny_models import write_random_encoder
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog",
          "ran", "##s", "##ing", ".", ",", "?", "who", "was", "jim", "henson", "puppet", "##eer", "é"]

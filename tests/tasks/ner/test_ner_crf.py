@@ -16,18 +16,10 @@ from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from pretraining_records import TINY_CONFIG
-from tiny_models import read_results, write_tiny_model
+from support.pretraining_records import TINY_CONFIG
+from support.tiny_models import read_results
 
 NER = os.path.join(TESTDATA, "ner")
-
-
-@pytest.fixture(scope="module")
-def char_model(tmp_path_factory):
-    """One encoder layer: these runs check tagging, windows, files and errors, not depth."""
-    directory = tmp_path_factory.mktemp("char_model")
-    write_tiny_model(directory, "张三李四王五在去北京上海工作开会", num_hidden_layers=1)
-    return directory
 
 
 def _options(char_model, **changes):

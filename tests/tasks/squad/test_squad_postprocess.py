@@ -11,17 +11,17 @@ import sentencepiece
 from bert_tf.tasks.squad import examples as squad
 from bert_tf.tasks.squad.postprocess import (compute_predictions, detokenize, final_text,
                                              write_predictions)
-from bert_tf.text.tokenizers import FullTokenizer, SentencePieceTokenizer
+from bert_tf.text.tokenizers import SentencePieceTokenizer
 from conftest import TESTDATA
-from squad_windows import squad_windows
+from support.squad_windows import squad_windows
+from support.vocabularies import wordpiece_tokenizer
 
 CONTEXT = "The Eiffel tower was built in (1889). It is in Paris, France."
 # Its 19 tokens: the e ##iff ##el tower was built in ( 1889 ) . it is in paris , france .
 
 
-@pytest.fixture
-def tokenizer():
-    return FullTokenizer(os.path.join(TESTDATA, "squad", "vocab.txt"), do_lower_case=True)
+tokenizer = wordpiece_tokenizer(os.path.join(TESTDATA, "squad", "vocab.txt"), scope="function",
+                                do_lower_case=True)
 
 
 def _features(tokenizer, question, max_seq_length, doc_stride):

@@ -5,23 +5,20 @@ import random
 import shutil
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.squad import examples as squad, records as squad_records
-from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
-from squad_windows import squad_windows
+from support.squad_windows import squad_windows
+from support.vocabularies import wordpiece_tokenizer
 
 SQUAD_DIR = os.path.join(TESTDATA, "squad")
 VOCAB = os.path.join(SQUAD_DIR, "vocab.txt")
 SETTINGS = squad_records.FeatureSettings(max_seq_length=20, doc_stride=4, max_query_length=6)
 
 
-@pytest.fixture
-def tokenizer():
-    return FullTokenizer(VOCAB, do_lower_case=True)
+tokenizer = wordpiece_tokenizer(VOCAB, scope="function", do_lower_case=True)
 
 
 def _read_all(path, schema):

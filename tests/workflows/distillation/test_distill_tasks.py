@@ -7,18 +7,54 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
+from bert_tf.workflows.distillation.task import prediction_term
 from conftest import TESTDATA
-from tiny_models import REPO, words_of, write_tiny_model
+from support import numpy_reference
+from support.tiny_models import REPO, words_of, write_tiny_model
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 
 NER = os.path.join(TESTDATA, "ner")
 SQUAD = os.path.join(TESTDATA, "squad", "v1_train.json")
+
+
+def _soft_cross_entropy(student: np.ndarray, teacher: np.ndarray, temperature: float):
+    """Per row: −Σ softmax(teacher / T) · log softmax(student / T), over the last axis."""
+    return -(numpy_reference.softmax(teacher / temperature)
+             * numpy_reference.log_softmax(student / temperature)).sum(-1)
+
+
+def test_soft_losses_per_word_and_for_start_and_end(tiny_config):
+    """The prediction stage's soft loss of each task, against numpy on chosen logits: the
+    tagger's per word (each word's first piece, `label_weights`), over the words; SQuAD's the
+    mean of its start and end losses, over the windows."""
+    rng = np.random.default_rng(5)
+    temperature = 2.0
+    student, teacher = rng.normal(0.0, 2.0, (2, 3, 6, 4))
+    label_weights = np.array([[1, 0, 1, 1, 0, 0], [0, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]])
+    tagger = prediction_term(ner_task.TaggingTask(tiny_config, 4).soft_targets())
+    features = {"input_ids": tf.zeros([3, 6], tf.int32),
+                "label_weights": tf.constant(label_weights, tf.int32)}
+    loss = tagger.loss(features, {"logits": tf.constant(student, tf.float32)},
+                       {"logits": tf.constant(teacher, tf.float32)}, temperature)
+    per_word = label_weights * _soft_cross_entropy(student, teacher, temperature)
+    np.testing.assert_allclose(float(loss), per_word.sum(), rtol=1e-5)
+    assert float(tagger.weight(features)) == label_weights.sum()
+
+    span = prediction_term(squad_task.SpanTask(tiny_config).soft_targets())
+    student, teacher = rng.normal(0.0, 2.0, (2, 2, 3, 6))  # [start|end][B,S]
+    names = ("start_logits", "end_logits")
+    loss = span.loss(features, dict(zip(names, tf.constant(student, tf.float32))),
+                     dict(zip(names, tf.constant(teacher, tf.float32))), temperature)
+    per_window = _soft_cross_entropy(student, teacher, temperature)  # [2, B]
+    np.testing.assert_allclose(float(loss), per_window.sum() / 2, rtol=1e-5)
+    assert float(span.weight(features)) == 3  # the windows
 
 
 def test_tagger_distils_per_word(tmp_path):

@@ -16,8 +16,8 @@ from bert_tf.serving.saved_model import SIGNATURE_KEY
 from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
-from serving_client import run_client
-from tiny_models import REPO, words_of, write_tiny_model
+from support.serving_client import run_client
+from support.tiny_models import REPO, words_of, write_tiny_model
 
 pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 

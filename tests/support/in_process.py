@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from absl import app, flags, logging  # noqa: F401 (their flags are every script's: the baseline)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # tests/support/..
 
 
 def run_script(script: str, argv: Sequence[str]) -> Any:

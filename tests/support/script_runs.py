@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # tests/support/..
 # Children of one batch in flight at once (the tests' machine has 2 cores); batches started
 # while others run go alongside them.
 PARALLEL = 2
@@ -76,7 +76,7 @@ class ScriptRunner:
         env = dict(os.environ if env is None else env)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (os.path.dirname(HERE), env.get("PYTHONPATH")) if p)
+            p for p in (REPO, env.get("PYTHONPATH")) if p)
         self._server = subprocess.Popen([sys.executable, os.path.abspath(__file__)], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._numbers = itertools.count()

@@ -6,10 +6,10 @@ import os
 
 import tensorflow as tf
 
-from script_runs import Batch, ScriptRunner
+from support.script_runs import Batch, ScriptRunner
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELPER = os.path.join(ROOT, "tests", "pretraining_subprocess.py")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # tests/support/..
+HELPER = os.path.join(ROOT, "tests", "support", "pretraining_subprocess.py")
 ENV = {"PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
        "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
 

@@ -8,10 +8,10 @@ from typing import Iterable
 
 from bert_tf.model.config import BertConfig
 from bert_tf.text.tokenizers import BasicTokenizer
-from pretraining_records import TINY_CONFIG
-from script_runs import ScriptRunner
+from support.pretraining_records import TINY_CONFIG
+from support.script_runs import ScriptRunner
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # tests/support/..
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 

@@ -1,6 +1,6 @@
 """Runs run_pretraining.py with deterministic ops, optionally killing or signalling itself.
 
-  python tests/pretraining_subprocess.py [--kill_at_checkpoint=N] [--kill_while_saving=N]
+  python tests/support/pretraining_subprocess.py [--kill_at_checkpoint=N] [--kill_while_saving=N]
       [--signal_at_micro_batch=K] [--signal=SIGTERM|SIGINT] [--signal_again_while_saving]
       <run_pretraining flags>
 
@@ -24,9 +24,11 @@ import time
 
 import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The checkout (its run_pretraining.py) and tests/ (the `support` package).
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.dirname(TESTS), TESTS]
 import run_pretraining  # noqa: E402
-import preemption_signals  # noqa: E402
+from support import preemption_signals  # noqa: E402
 
 
 def _wait_for_checkpoint(output_dir: str, checkpoint_number: int, timeout: float = 120) -> None:

@@ -28,7 +28,7 @@ import re
 import shlex
 import warnings
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # tests/support/..
 RUNNABLE_MARKER = "<!-- runnable -->"
 SHELL_TAGS = ("bash", "shell", "sh", "console", "")
 _FENCE = re.compile(r"^(\s*)(```+)\s*([\w+-]*)\s*$")

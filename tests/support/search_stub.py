@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 from bert_tf import run_lock  # noqa: E402 (this checkout's, not an installed copy)
 from bert_tf.errors import PREEMPTED_STATUS  # noqa: E402
 
