@@ -18,7 +18,8 @@ import types
 import numpy as np
 import pytest
 
-from bert_tf import cli, filesystem, run_lock
+from bert_tf import cli, filesystem
+from bert_tf.cli import run_lock
 from bert_tf.errors import UserError
 from bert_tf.records import tfrecord
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
@@ -286,7 +287,7 @@ def test_concurrent_scripts_one_error_line(corpus, tmp_path, script_runner):
 
 
 def test_lock_of_a_dead_run_is_taken_over(tmp_path, caplog):
-    script = ("import os, signal, sys\nfrom bert_tf import run_lock\n"
+    script = ("import os, signal, sys\nfrom bert_tf.cli import run_lock\n"
               "with run_lock.output_lock(sys.argv[1]):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
     dead = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
                           env={**os.environ, "PYTHONPATH": ROOT})
@@ -302,7 +303,7 @@ def test_lock_of_a_dead_run_is_taken_over(tmp_path, caplog):
 # (argv: directory, file written once the lock is held).
 _HOLDER = """
 import os, signal, sys, time
-from bert_tf import run_lock
+from bert_tf.cli import run_lock
 def stop(signum, frame):
     open(os.path.join(sys.argv[1], "stopped"), "w").close()
     sys.exit(75)

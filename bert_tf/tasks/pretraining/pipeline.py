@@ -31,7 +31,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bert_tf import filesystem, run_lock
+from bert_tf import filesystem
+from bert_tf.cli import run_lock
 from bert_tf.errors import EmptyInputError, UserError
 from bert_tf.filesystem import expand_input_patterns, full_disk
 from bert_tf.records import features, tfrecord

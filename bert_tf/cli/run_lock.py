@@ -37,6 +37,7 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
+from bert_tf.training.cluster import tf_config
 
 LOCK_NAME = ".bert_tf.lock"
 OWNER_SUFFIX = ".owner.json"
@@ -47,7 +48,7 @@ _CHECKPOINT_TEMPORARY = re.compile(r"^ckpt-\d+_temp$")
 def is_chief_process() -> bool:
     """False on the non-chief tasks of a TF_CONFIG cluster (they share the chief's directory)."""
     try:
-        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+        config = tf_config()
     except ValueError:
         return True
     task = config.get("task") or {}
