@@ -30,7 +30,7 @@ import signal
 import socket
 import sys
 import tempfile
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 import filelock
 from absl import logging
@@ -121,6 +121,14 @@ def output_lock(directory: str, flag: str = "--output_dir", name: str = LOCK_NAM
             with contextlib.suppress(OSError):
                 os.remove(leftover)
         lock.release()
+
+
+def output_file_lock(path: str, flag: str) -> ContextManager[None]:
+    """The lock of a run that writes the file `path` rather than a whole directory (e.g.
+    create_pretraining_data.py's first output): `.<name>.lock` beside it, and no cleaning, since
+    the directory may hold other runs' outputs, each under its own lock."""
+    return output_lock(filesystem.dirname(path), flag, f".{filesystem.basename(path)}.lock",
+                       clean=False)
 
 
 _local_lock_noted = False
