@@ -16,8 +16,8 @@ IDS_SIGNATURE_KEY = "serve_ids"     # token ids in, as `bert_tf` packs them
 
 
 def model_inputs_spec() -> dict[str, tf.TensorSpec]:
-    """The model's inputs (`bert_tf.model.inputs.MODEL_INPUTS`), int32 [B,S] each, as the one argument of
-    a traced model function that several signatures call."""
+    """The model's inputs (`bert_tf.model.inputs.MODEL_INPUTS`), int32 [B,S] each, as the one
+    argument of a traced model function that several signatures call."""
     return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in MODEL_INPUTS}
 
 
