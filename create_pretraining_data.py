@@ -24,9 +24,10 @@ import logging
 from absl import flags
 
 from bert_tf import cli
+from bert_tf.cli import run_lock
 from bert_tf.tasks.pretraining.beam import BEAM_LOG_OPTIONS, create_pretraining_data_on_beam
 from bert_tf.tasks.pretraining.instances import InstanceOptions
-from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data
+from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, prepare_run, write_prepared
 from bert_tf.tasks.pretraining.task_text import INPUT_FORMATS, TaskTextOptions
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 
@@ -104,7 +105,9 @@ def main(argv):
         summary = create_pretraining_data_on_beam(config, FLAGS.beam_pipeline_options,
                                                   logging.WARNING if quiet else None)
     else:
-        summary = create_pretraining_data(config)
+        prepared = prepare_run(config)  # the checks first: bad input leaves no lock file
+        with run_lock.output_file_lock(prepared.first_output, "--output_file"):
+            summary = write_prepared(prepared)
     lines = summary.lines()
     if dupe_default:
         lines.append("dupe_factor: 1 (--dynamic_masking without --dupe_factor; pass --dupe_factor=N for N copies)")

@@ -16,7 +16,7 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.checkpoints import hf_export
 from bert_tf.tasks import families
-from bert_tf.training import flags as training_flags
+from bert_tf.cli import flags as training_flags
 
 FLAGS = flags.FLAGS
 

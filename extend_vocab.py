@@ -25,7 +25,7 @@ from absl import app, flags
 
 from bert_tf import cli, filesystem
 from bert_tf.checkpoints import model_config, vocab_extension
-from bert_tf.training import flags as training_flags
+from bert_tf.cli import flags as training_flags
 
 FLAGS = flags.FLAGS
 

@@ -22,7 +22,7 @@ from absl import app, flags, logging
 from bert_tf import cli
 from bert_tf.serving import precision
 from bert_tf.tasks.features import extraction as features_extraction
-from bert_tf.training import flags as training_flags
+from bert_tf.cli import flags as training_flags
 
 FLAGS = flags.FLAGS
 

@@ -19,12 +19,12 @@ import sys
 
 from absl import flags
 
-from bert_tf import cli, run_lock
+from bert_tf import cli
+from bert_tf.cli import flags as training_flags, run_lock
 from bert_tf.tasks.classifier import flags as classifier_flags
 from bert_tf.tasks.classifier.family import CLASSIFIER
 # The original's names for processors written against it (`from run_classifier import ...`).
 from bert_tf.tasks.classifier.compat import DataProcessor, InputExample  # noqa: F401
-from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

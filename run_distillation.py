@@ -18,9 +18,9 @@ import sys
 
 from absl import flags
 
-from bert_tf import cli, run_lock
+from bert_tf import cli
+from bert_tf.cli import flags as training_flags, run_lock
 from bert_tf.tasks import families
-from bert_tf.training import flags as training_flags
 from bert_tf.workflows.distillation import run as distillation
 from bert_tf.workflows.distillation.task import STAGES
 

@@ -16,8 +16,9 @@ tasks.json lists the tasks (docs/multitask.md):
 
 from absl import flags
 
-from bert_tf import cli, run_lock
-from bert_tf.training import finetuning, flags as training_flags
+from bert_tf import cli
+from bert_tf.cli import flags as training_flags, run_lock
+from bert_tf.training import finetuning
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.run import MultitaskOptions, run_multitask
 

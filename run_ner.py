@@ -18,10 +18,10 @@ add --crf (and --lstm_size=128 for BERT-BiLSTM-CRF); keep the best dev checkpoin
 
 from absl import flags
 
-from bert_tf import cli, run_lock
+from bert_tf import cli
+from bert_tf.cli import flags as training_flags, run_lock
 from bert_tf.tasks.ner import flags as ner_flags
 from bert_tf.tasks.ner.family import NER
-from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

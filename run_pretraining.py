@@ -15,9 +15,9 @@ the same command resumes from the latest checkpoint in --output_dir.
 
 from absl import flags
 
-from bert_tf import cli, run_lock
+from bert_tf import cli
+from bert_tf.cli import flags as training_flags, run_lock
 from bert_tf.tasks.pretraining import task as pretraining_task
-from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

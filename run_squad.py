@@ -18,10 +18,10 @@ a SavedModel that answers questions on raw text (docs/serving.md).
 
 from absl import flags
 
-from bert_tf import cli, run_lock
+from bert_tf import cli
+from bert_tf.cli import flags as training_flags, run_lock
 from bert_tf.tasks.squad import flags as squad_flags
 from bert_tf.tasks.squad.family import SQUAD
-from bert_tf.training import flags as training_flags
 
 FLAGS = flags.FLAGS
 

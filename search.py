@@ -17,7 +17,8 @@ flight); running the same command again resumes (docs/search.md).
 
 from absl import flags
 
-from bert_tf import cli, run_lock
+from bert_tf import cli
+from bert_tf.cli import run_lock
 from bert_tf.workflows.search import grid
 
 FLAGS = flags.FLAGS

@@ -42,7 +42,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
     py_modules=sorted(set(SCRIPTS.values())),
-    # filelock: one run per output directory (bert_tf/run_lock.py), in every script; 4.x starts
+    # filelock: one run per output directory (bert_tf/cli/run_lock.py), in every script; 4.x starts
     # over when the file it locked was unlinked meanwhile, so deleting it at release is safe.
     # Floors that are true: TensorFlow 2.21 is the only release the suite runs on (constraints.txt
     # holds the tested set); the optimizer's Keras overrides need Keras 3.10+ (add_optimizer_variables;

@@ -17,7 +17,8 @@ import types
 import numpy as np
 import pytest
 
-from bert_tf import cli, filesystem, run_lock
+from bert_tf import cli, filesystem
+from bert_tf.cli import run_lock
 from bert_tf.errors import UserError
 from bert_tf.records import tfrecord
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
@@ -30,6 +31,7 @@ from bert_tf.text.sample_text import generate_corpus
 from bert_tf.text.tokenizers import FullTokenizer
 from conftest import TESTDATA
 from support.resource_limits import file_size_limit
+from support.in_process import run_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE_VOCAB = os.path.join(TESTDATA, "glue", "vocab.txt")
@@ -202,34 +204,34 @@ def test_damaged_part_or_marker_is_redone(how, corpus, reference_output, tmp_pat
     assert sorted(os.listdir(tmp_path)) == [os.path.basename(p) for p in outputs]
 
 
+# create_pretraining_data.py (which holds the run lock) with the flags of `_data_config`.
 _KILL_DURING_REMOVAL = """
 import os, signal, sys
 from bert_tf import filesystem
-from bert_tf.tasks.pretraining import pipeline as p
-from bert_tf.tasks.pretraining.instances import InstanceOptions
 def killed_half_way(directory):
     names = sorted(os.listdir(directory))
     for name in names[:len(names) // 2]:  # the done markers sort after their block's parts
         os.remove(os.path.join(directory, name))
     os.kill(os.getpid(), signal.SIGKILL)
 filesystem.delete_tree = killed_half_way
-p.create_pretraining_data(p.PretrainingDataConfig(
-    input_file=sys.argv[1], output_file=sys.argv[2], vocab_file=sys.argv[3], dupe_factor=1,
-    instance=InstanceOptions(max_seq_length=32, max_predictions_per_seq=5),
-    document_buffer_size=10, progress=False))
+import create_pretraining_data
+create_pretraining_data.run()
 """
 
 
 def test_kill_9_while_the_work_directory_is_deleted_resumes(corpus, reference_output, tmp_path, caplog):
     out = str(tmp_path / "out.tfrecord@2")
-    killed = subprocess.run([sys.executable, "-c", _KILL_DURING_REMOVAL, corpus, out, MINILM_VOCAB],
+    flags = [f"--input_file={corpus}", f"--output_file={out}", f"--vocab_file={MINILM_VOCAB}",
+             "--dupe_factor=1", "--max_seq_length=32", "--max_predictions_per_seq=5",
+             "--document_buffer_size=10", "--progress=false"]
+    killed = subprocess.run([sys.executable, "-c", _KILL_DURING_REMOVAL, *flags],
                             env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert os.path.exists(tmp_path / ".out.tfrecord-00000-of-00002.lock.owner.json")  # the dead run's
     for path in pretraining_output.expand_output_files(out):
         os.remove(path)  # outputs lost too: the rerun must redo the blocks, not trust markers
     with caplog.at_level(logging.INFO, logger="absl"):
-        create_pretraining_data(_data_config(corpus, out))
+        run_script("create_pretraining_data.py", flags)
     outputs = pretraining_output.expand_output_files(out)
     assert [open(p, "rb").read() for p in outputs] == reference_output
     assert any("taking over the lock" in r.message for r in caplog.records)
@@ -286,7 +288,7 @@ def test_concurrent_scripts_one_error_line(corpus, tmp_path, script_runner):
 
 
 def test_lock_of_a_dead_run_is_taken_over(tmp_path, caplog):
-    script = ("import os, signal, sys\nfrom bert_tf import run_lock\n"
+    script = ("import os, signal, sys\nfrom bert_tf.cli import run_lock\n"
               "with run_lock.output_lock(sys.argv[1]):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
     dead = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
                           env={**os.environ, "PYTHONPATH": ROOT})
@@ -302,7 +304,7 @@ def test_lock_of_a_dead_run_is_taken_over(tmp_path, caplog):
 # (argv: directory, file written once the lock is held).
 _HOLDER = """
 import os, signal, sys, time
-from bert_tf import run_lock
+from bert_tf.cli import run_lock
 def stop(signum, frame):
     open(os.path.join(sys.argv[1], "stopped"), "w").close()
     sys.exit(75)

@@ -35,7 +35,7 @@ from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.serving import precision as export_dtypes
 from bert_tf.serving.saved_model import model_inputs_spec, require_tensorflow_text
-from bert_tf.training.finetuning import MODEL_INPUTS
+from bert_tf.model.inputs import MODEL_INPUTS
 
 MANIFEST = "openvino.json"
 PRECISIONS = ("float32", "bfloat16", "int8")

@@ -9,15 +9,15 @@ import tensorflow as tf
 from bert_tf import filesystem
 from bert_tf.text import tokenizers
 from bert_tf.errors import UserError
-from bert_tf.training.finetuning import MODEL_INPUTS
+from bert_tf.model.inputs import MODEL_INPUTS
 
 SIGNATURE_KEY = "serving_default"  # the raw-text signature
 IDS_SIGNATURE_KEY = "serve_ids"     # token ids in, as `bert_tf` packs them
 
 
 def model_inputs_spec() -> dict[str, tf.TensorSpec]:
-    """The model's inputs (`finetuning.MODEL_INPUTS`), int32 [B,S] each, as the one argument of
-    a traced model function that several signatures call."""
+    """The model's inputs (`bert_tf.model.inputs.MODEL_INPUTS`), int32 [B,S] each, as the one
+    argument of a traced model function that several signatures call."""
     return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in MODEL_INPUTS}
 
 

@@ -11,7 +11,6 @@ Strategies (all through tf.distribute; the loop is the same code under each):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -21,6 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.errors import UserError
+from bert_tf.training.cluster import tf_config
 
 STRATEGIES = ("tpu", "mirrored", "multi_worker_mirrored", "one_device")
 DEFAULT_WORKER_TIMEOUT_SECONDS = 60
@@ -42,7 +42,7 @@ def default_strategy_name(use_tpu: bool = False, num_gpus: int | None = None) ->
     """
     if use_tpu:
         return "tpu"
-    cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+    cluster = tf_config().get("cluster", {})
     if sum(len(tasks) for tasks in cluster.values()) > 1:
         return "multi_worker_mirrored"
     gpus = len(tf.config.list_physical_devices("GPU")) if num_gpus is None else num_gpus

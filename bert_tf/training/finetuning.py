@@ -26,10 +26,10 @@ from bert_tf.text import tokenizers
 from bert_tf.checkpoints import hf_export, model_config
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.records import datasets
 from bert_tf.training import log as training_log, loop as training
 
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 LABEL_LIST_FILE = "label_list.txt"
 
 

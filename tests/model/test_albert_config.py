@@ -13,7 +13,7 @@ from bert_tf.model.albert.config import AlbertConfig, albert_config_from_hf
 from bert_tf.model.albert.modeling import AlbertEncoder, AlbertLayerGroup
 from bert_tf.model.config import BertConfig, ConfigError
 from bert_tf.model.encoder import TokenLayout, TransformerBlock
-from bert_tf.training import flags as training_flags
+from bert_tf.cli import flags as training_flags
 
 # google-research/albert's albert_base v2 albert_config.json, as released.
 ALBERT_BASE_RELEASE = {

@@ -10,7 +10,8 @@ from bert_tf.model.albert.config import AlbertConfig
 from bert_tf.model.config import ConfigError
 from bert_tf.model.electra.config import ElectraConfig, electra_config_from_hf
 from bert_tf.model import models
-from bert_tf.training import flags as training_flags, schedules
+from bert_tf.cli import flags as training_flags
+from bert_tf.training import schedules
 
 SMALL = dict(vocab_size=30522, embedding_size=128, hidden_size=256, num_hidden_layers=12,
              num_attention_heads=4, intermediate_size=1024)

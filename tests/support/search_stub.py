@@ -8,7 +8,7 @@ a known function of the flags: eval_accuracy = 0.5 + 100 * learning_rate + num_t
 attempts.txt gets one line per start. --kill_at_learning_rate=X kills the first attempt of the
 trial with that rate (SIGKILL, as a preemption) after it has written its progress.
 
-As the scripts, it holds its directory's run lock (bert_tf.run_lock, no TensorFlow) and turns
+As the scripts, it holds its directory's run lock (bert_tf.cli.run_lock, no TensorFlow) and turns
 SIGTERM into a checkpoint: checkpoint.json, written while the lock is still held (after a pause,
 as a real save takes), then exit status 75. --wait_at_learning_rate=X makes the first attempt of
 the trial with that rate write waiting.txt and wait for that signal (at most a minute) instead
@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from bert_tf import run_lock  # noqa: E402 (this checkout's, not an installed copy)
+from bert_tf.cli import run_lock  # noqa: E402 (this checkout's, not an installed copy)
 from bert_tf.errors import PREEMPTED_STATUS  # noqa: E402
 
 WAIT_SECONDS = 60

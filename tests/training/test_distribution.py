@@ -242,7 +242,7 @@ def test_dtype_auto_resolves_once_with_a_log_line(monkeypatch, caplog):
 def test_run_config_from_flags_resolves_dtype_auto(monkeypatch, argv, cpu, want):
     from absl import flags  # noqa: PLC0415
 
-    from bert_tf.training import flags as training_flags  # noqa: PLC0415
+    from bert_tf.cli import flags as training_flags  # noqa: PLC0415
 
     monkeypatch.setattr(distribution, "cpu_flags", lambda: frozenset(cpu))
     flag_values = flags.FlagValues()

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.errors import UserError
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.records import features as record_schemas
 from bert_tf.serving.saved_model import SIGNATURE_KEY
 from bert_tf.tasks.classifier import task as classifier_task
@@ -302,7 +303,7 @@ def test_each_task_evaluates_as_its_head_computes_from_the_shared_weights(run):
              for entry in read_tasks_file(options.tasks_file, options.shared)]
     model = training.load_model(MultitaskTask(_config(run), tasks), run["run_config"],
                                 checkpoint=best_checkpoint.prediction_checkpoint(out, "best"))
-    inputs = finetuning.MODEL_INPUTS
+    inputs = MODEL_INPUTS
 
     sst = _records(os.path.join(out, "sst", "eval.tf_record"), record_schemas.classifier_schema(SEQ))
     logits = model.task_models[0]({k: sst[k] for k in inputs})["logits"].numpy()

@@ -33,7 +33,7 @@ import tensorflow as tf
 from bert_tf.serving import long_text as long_text_ops, openvino, packing
 from bert_tf.serving.saved_model import IDS_SIGNATURE_KEY, SIGNATURE_KEY, model_inputs_spec, save
 from bert_tf.text.long_text import LongText
-from bert_tf.training.finetuning import MODEL_INPUTS
+from bert_tf.model.inputs import MODEL_INPUTS
 
 # Kept for callers of the ids-in export; `serving_default` now takes raw text.
 __all__ = ["SIGNATURE_KEY", "IDS_SIGNATURE_KEY", "export_classifier", "predict_outputs"]

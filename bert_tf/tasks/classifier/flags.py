@@ -8,7 +8,7 @@ from bert_tf.tasks.classifier import processors as classification
 from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.text import long_text
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.training import flags as training_flags
+from bert_tf.cli import flags as training_flags
 
 
 def define_flags() -> None:

@@ -26,7 +26,7 @@ import tensorflow as tf
 from bert_tf.serving import packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, model_inputs_spec, save
 from bert_tf.serving.text import character_classes
-from bert_tf.training.finetuning import MODEL_INPUTS
+from bert_tf.model.inputs import MODEL_INPUTS
 
 PAIR_SIGNATURE_KEY = "serve_pair"  # text_a and text_b as two inputs
 

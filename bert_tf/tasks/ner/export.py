@@ -25,7 +25,7 @@ import tensorflow as tf
 from bert_tf.serving import openvino, packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.text import character_classes, keep_values
-from bert_tf.training.finetuning import MODEL_INPUTS
+from bert_tf.model.inputs import MODEL_INPUTS
 
 _BIG = 1 << 40  # past every piece offset
 _TEXT = tf.TensorSpec([None], tf.string, name="text")

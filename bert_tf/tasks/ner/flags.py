@@ -6,7 +6,7 @@ from bert_tf.serving import openvino, precision
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import task as ner_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.training import flags as training_flags
+from bert_tf.cli import flags as training_flags
 
 
 def define_flags() -> None:

@@ -34,6 +34,7 @@ from bert_tf.errors import UserError
 from bert_tf.model import crf as crf_ops
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
 from bert_tf.serving import openvino, precision
@@ -221,7 +222,7 @@ def prepare_split(source: str, sentences: list[tagging.Sentence], options: NerOp
 
 
 # The [B,S] features of a tagging batch: trimmed together with dynamic padding.
-SEQUENCE_FEATURES = (*finetuning.MODEL_INPUTS, "label_ids", "label_weights")
+SEQUENCE_FEATURES = (*MODEL_INPUTS, "label_ids", "label_weights")
 
 
 def input_fn(split: Split, max_seq_length: int, is_training: bool, seed: int = 12345,

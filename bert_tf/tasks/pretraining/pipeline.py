@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bert_tf import filesystem, run_lock
+from bert_tf import filesystem
 from bert_tf.errors import EmptyInputError, UserError
 from bert_tf.filesystem import expand_input_patterns, full_disk
 from bert_tf.records import features, tfrecord
@@ -315,26 +315,55 @@ def check_paths(config: PretrainingDataConfig, outputs: Sequence[str]) -> None:
                         "local paths only; copy the model to this machine and give that path")
 
 
+@dataclasses.dataclass(frozen=True)
+class PreparedRun:
+    """A run whose flags, inputs and vocabulary are checked and whose output directories exist
+    (`prepare_run`); `write_prepared` writes its records."""
+    config: PretrainingDataConfig
+    inputs: list[str]
+    outputs: list[str]
+    blocks: list[Block]
+    work_dir: str
+    started: float  # time.time() before the checks: the summary's elapsed time counts them
+
+    @property
+    def first_output(self) -> str:
+        """The first output's absolute path, whose run lock create_pretraining_data.py holds
+        around `write_prepared` (`bert_tf.cli.run_lock.output_file_lock`)."""
+        return filesystem.absolute(self.outputs[0])
+
+
+def prepare_run(config: PretrainingDataConfig) -> PreparedRun:
+    """The checks (`plan_run`), then the output directories: all that comes before the run lock,
+    so that bad input stops the run before a lock file is made."""
+    started = time.time()
+    inputs, outputs, blocks = plan_run(config)
+    pretraining_output.make_output_directories(outputs)
+    return PreparedRun(config, inputs, outputs, blocks, _work_dir(config, inputs, outputs), started)
+
+
+def write_prepared(run: PreparedRun) -> Summary:
+    """Writes the records of a prepared run, resuming the blocks an interrupted run finished.
+    The caller holds the first output's run lock (no other run may write the work directory)."""
+    pretraining_output.remove_leftovers(run.outputs, run.work_dir)
+    filesystem.makedirs(run.work_dir)
+    # A full disk names the output asked for; the finished parts stay for the rerun to resume.
+    with full_disk.named_when_full(run.config.output_file, lambda: None):
+        summary = _run_blocks(run.config, run.inputs, run.outputs, run.blocks, run.work_dir,
+                              run.started)
+    summary.elapsed_seconds = time.time() - run.started
+    return summary
+
+
 def create_pretraining_data(config: PretrainingDataConfig) -> Summary:
-    """Converts text files into pretraining TFRecords (see the module docstring).
+    """Converts text files into pretraining TFRecords (see the module docstring): `prepare_run`,
+    then `write_prepared`. It takes no run lock: create_pretraining_data.py takes it between the
+    two.
 
     Returns:
       The run's `Summary`. Raises ValueError/OSError naming the file or flag on bad input.
     """
-    started = time.time()
-    inputs, outputs, blocks = plan_run(config)
-    pretraining_output.make_output_directories(outputs)
-    work_dir = _work_dir(config, inputs, outputs)
-    first = filesystem.absolute(outputs[0])
-    with run_lock.output_lock(filesystem.dirname(first), "--output_file",
-                              f".{filesystem.basename(first)}.lock", clean=False):
-        pretraining_output.remove_leftovers(outputs, work_dir)
-        filesystem.makedirs(work_dir)
-        # A full disk names the output asked for; the finished parts stay for the rerun to resume.
-        with full_disk.named_when_full(config.output_file, lambda: None):
-            summary = _run_blocks(config, inputs, outputs, blocks, work_dir, started)
-    summary.elapsed_seconds = time.time() - started
-    return summary
+    return write_prepared(prepare_run(config))
 
 
 def _run_blocks(config: PretrainingDataConfig, inputs: Sequence[str], outputs: Sequence[str],

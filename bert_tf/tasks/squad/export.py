@@ -26,6 +26,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.serving import packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.sentencepiece import InGraphSentencePiece
@@ -35,7 +36,6 @@ from bert_tf.serving.text import basic_words, character_classes
 _CONTEXT_SPACES = (0x20, 0x09, 0x0D, 0x0A, 0x202F)
 _SPM_SPACE = "\u2581"
 _BIG = tf.int64.max
-_MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def context_words(context: tf.Tensor) -> dict[str, tf.RaggedTensor]:
@@ -265,7 +265,7 @@ class SquadServing(tf.Module):
         zero rows: the model then reads one row of padding, whose logits are dropped."""
         rows = tf.shape(windows["input_ids"])[0]
         extra = [[0, tf.maximum(1 - rows, 0)], [0, 0]]
-        outputs = self.model({name: tf.pad(windows[name], extra) for name in _MODEL_INPUTS},
+        outputs = self.model({name: tf.pad(windows[name], extra) for name in MODEL_INPUTS},
                              training=False)
         return (tf.cast(outputs["start_logits"][:rows], tf.float32),
                 tf.cast(outputs["end_logits"][:rows], tf.float32))
@@ -287,7 +287,7 @@ class SquadServing(tf.Module):
         # Every row is max_seq_length long, as in training: the span logits cover padding too.
         padding = [[0, 0], [0, max_seq_length - tf.shape(packed["input_ids"])[1]]]
         inputs = {name: tf.ensure_shape(tf.pad(packed[name], padding), [None, max_seq_length])
-                  for name in _MODEL_INPUTS}
+                  for name in MODEL_INPUTS}
         query_part = tf.cast(packed["lengths_a"], tf.int64) + 2  # [CLS] question [SEP]
         position = tf.range(max_seq_length, dtype=tf.int64)[None, :]
         end = tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int64), axis=1, keepdims=True)

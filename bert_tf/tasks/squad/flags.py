@@ -5,7 +5,7 @@ from absl import flags
 from bert_tf.serving import precision
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
-from bert_tf.training import flags as training_flags
+from bert_tf.cli import flags as training_flags
 
 
 def define_flags() -> None:

@@ -28,6 +28,7 @@ from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model import losses, models
 from bert_tf.model.config import BertConfig
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
 from bert_tf.serving import precision
@@ -140,7 +141,7 @@ def predict_input_fn(cached: squad_records.CachedRecords, max_seq_length: int):
     """Windows in file order, padded with `unique_ids = -1` rows to whole global batches."""
     schema = record_schemas.squad_schema(max_seq_length, is_training=False)
     padding = schema.encode({"unique_ids": [-1],
-                             **{k: np.zeros(max_seq_length) for k in finetuning.MODEL_INPUTS}})
+                             **{k: np.zeros(max_seq_length) for k in MODEL_INPUTS}})
 
     def input_fn(context, batch_size: int) -> tf.data.Dataset:
         global_batch = batch_size * (context.num_replicas_in_sync if context else 1)

@@ -30,6 +30,7 @@ from bert_tf import filesystem
 from bert_tf.checkpoints import model_config, name_map
 from bert_tf.errors import UserError
 from bert_tf.model.config import BertConfig
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.tasks import families
 from bert_tf.tasks.family import TaskFamily
 from bert_tf.training import best_checkpoint, finetuning, loop as training
@@ -350,7 +351,7 @@ def count_parameters(model: keras.Model) -> int:
 
 def dev_inputs(path: str) -> dict[str, np.ndarray]:
     """int32 [N,S] `input_ids, input_mask, segment_ids` of a task's cached dev records."""
-    rows: dict[str, list] = {name: [] for name in finetuning.MODEL_INPUTS}
+    rows: dict[str, list] = {name: [] for name in MODEL_INPUTS}
     for record in tf.data.TFRecordDataset(path):
         example = tf.train.Example.FromString(record.numpy())
         for name in rows:

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from bert_tf.errors import UserError
 from bert_tf.model.encoder import Dense
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.training import finetuning, loop as training
 from bert_tf.workflows.distillation import losses
 from bert_tf.workflows.distillation.student import check_heads, copy_teacher_layers
@@ -124,12 +125,12 @@ class DistillationTask(training.Task):
 
     def forward(self, model, features, training, static_shapes=False):
         if self.stage == "prediction":
-            inputs = {name: features[name] for name in finetuning.MODEL_INPUTS}
+            inputs = {name: features[name] for name in MODEL_INPUTS}
             teacher = self.teacher(inputs, training=False, static_shapes=static_shapes)
             return {**model(inputs, training=training, static_shapes=static_shapes),
                     "teacher": tf.nest.map_structure(tf.stop_gradient, teacher)}
         rows = self.base.encoder_rows(features)
-        inputs = {name: rows[name] for name in finetuning.MODEL_INPUTS}
+        inputs = {name: rows[name] for name in MODEL_INPUTS}
         student = model.encoder(inputs, training=training, output_attention_scores=True,
                                 static_shapes=static_shapes)
         teacher = self.teacher.encoder(inputs, training=False, output_attention_scores=True,

@@ -42,12 +42,12 @@ from bert_tf import filesystem
 from bert_tf.errors import UserError
 from bert_tf.model.families import build_encoder
 from bert_tf.model.config import BertConfig
+from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.tasks.family import Prepared, TrainingData
 from bert_tf.training import best_checkpoint, finetuning, loop as training
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.tasks_file import TaskEntry, read_tasks_file
 
-MODEL_INPUTS = finetuning.MODEL_INPUTS
 TASK_ID = "task_id"
 SHARED_CHECKPOINT_DIR = "multitask"
 REFINED_DIR = "refined"

@@ -10,7 +10,7 @@ signal). The fine-tuning scripts turn SIGTERM into a checkpoint of the step in f
 sends it when the thread that started the child ends: the search starts its trials from its
 main thread, which lives as long as the search.)
 
-Where prctl is missing (not Linux) the command runs untied; `bert_tf.run_lock.stop_orphaned_run`
+Where prctl is missing (not Linux) the command runs untied; `bert_tf.cli.run_lock.stop_orphaned_run`
 still ends such a trial when the next search finds it holding its directory.
 """
 

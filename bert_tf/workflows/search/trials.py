@@ -22,7 +22,7 @@ Each trial is tied to the search (`parent_death`): when the search dies, however
 trial gets SIGTERM, saves the step in flight and exits. Running the same search again skips the
 trials that are done; a failed or interrupted trial runs again in its directory, where the
 fine-tuning script resumes from its last checkpoint; a trial of the killed search still holding
-its directory is stopped and waited for first (`bert_tf.run_lock.stop_orphaned_run`).
+its directory is stopped and waited for first (`bert_tf.cli.run_lock.stop_orphaned_run`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from typing import Any, Mapping, Sequence
 
 from absl import flags, logging
 
-from bert_tf import filesystem, run_lock
+from bert_tf import filesystem
+from bert_tf.cli import run_lock
 from bert_tf.errors import PREEMPTED_STATUS, UserError
 from bert_tf.tasks import families
 from bert_tf.training import best_checkpoint

@@ -91,7 +91,8 @@ _WITHOUT_TENSORFLOW = """
 import json, sys
 sys.argv = ["create_pretraining_data.py"] + sys.argv[1:]
 import create_pretraining_data
-from bert_tf import filesystem, run_lock
+from bert_tf import filesystem
+from bert_tf.cli import run_lock
 from bert_tf.filesystem import full_disk
 from bert_tf.tasks.pretraining import inputs, instances, ngram_masking, outputs, pipeline
 from bert_tf.text import tokenizers

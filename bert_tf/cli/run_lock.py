@@ -30,13 +30,14 @@ import signal
 import socket
 import sys
 import tempfile
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 import filelock
 from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
+from bert_tf.training.cluster import tf_config
 
 LOCK_NAME = ".bert_tf.lock"
 OWNER_SUFFIX = ".owner.json"
@@ -47,7 +48,7 @@ _CHECKPOINT_TEMPORARY = re.compile(r"^ckpt-\d+_temp$")
 def is_chief_process() -> bool:
     """False on the non-chief tasks of a TF_CONFIG cluster (they share the chief's directory)."""
     try:
-        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+        config = tf_config()
     except ValueError:
         return True
     task = config.get("task") or {}
@@ -120,6 +121,14 @@ def output_lock(directory: str, flag: str = "--output_dir", name: str = LOCK_NAM
             with contextlib.suppress(OSError):
                 os.remove(leftover)
         lock.release()
+
+
+def output_file_lock(path: str, flag: str) -> ContextManager[None]:
+    """The lock of a run that writes the file `path` rather than a whole directory (e.g.
+    create_pretraining_data.py's first output): `.<name>.lock` beside it, and no cleaning, since
+    the directory may hold other runs' outputs, each under its own lock."""
+    return output_lock(filesystem.dirname(path), flag, f".{filesystem.basename(path)}.lock",
+                       clean=False)
 
 
 _local_lock_noted = False
