@@ -13,13 +13,15 @@ answers, the official metrics go to eval_results.txt / eval_results.json. SQuAD 
 
 SQuAD 2.0: add --version_2_with_negative (and --null_score_diff_threshold=auto to pick the
 threshold on the predict file); see docs/squad.md. --export_dir=/tmp/squad_base/saved_model writes
-a SavedModel that answers questions on raw text (docs/serving.md).
+a SavedModel that answers questions on raw text (docs/serving.md); with --export_runtime=openvino
+--export_dtype=int8 its model runs on OpenVINO in int8, calibrated on --train_file's questions and
+compared with float32 on --predict_file's answers before it is written.
 """
 
 from absl import flags
 
 from bert_tf import cli, run_lock
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.training import flags as training_flags
@@ -40,7 +42,8 @@ flags.DEFINE_string("null_score_diff_threshold", "0.0", "Predict no answer when 
                     "--predict_file.")
 flags.DEFINE_string("export_dir", None, "Write a SavedModel that answers questions on raw text "
                     "here (docs/serving.md).")
-precision.define_flag()
+precision.define_flag(int8=True)
+openvino.define_flags()
 training_flags.define_model_flags()
 define_chinese_conversion_flag()
 training_flags.define_finetuning_flags(with_eval=False)
