@@ -8,7 +8,9 @@ Example (one sentence, or `text_a ||| text_b`, per line):
     --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
     --max_seq_length=128 --batch_size=8
 
---export_dir=/tmp/features_model also writes a SavedModel that takes raw text (docs/serving.md).
+--export_dir=/tmp/features_model also writes a SavedModel that takes raw text (docs/serving.md);
+with --export_runtime=openvino --export_dtype=int8 its encoder runs on OpenVINO in int8, calibrated
+on --input_file's lines and compared with float32 on others (the vectors' cosine similarity).
 
 --dtype=bfloat16 computes the encoder in bfloat16 (float32 weights, float32 values written);
 --dtype=auto picks it on CPUs with AMX-BF16 (docs/modeling.md).
@@ -20,7 +22,7 @@ Example (one sentence, or `text_a ||| text_b`, per line):
 from absl import app, flags, logging
 
 from bert_tf import cli
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.features import extraction as features_extraction
 from bert_tf.cli import flags as training_flags
 
@@ -34,7 +36,8 @@ flags.DEFINE_integer("batch_size", 32, "Examples per encoder call.")
 flags.DEFINE_string("export_dir", None, "Also write a SavedModel that takes raw text and returns "
                     "cls/pooled/mean vectors and the --layers per token (docs/serving.md); "
                     "--input_file and --output_file are then optional.")
-precision.define_flag()
+precision.define_flag(int8=True)
+openvino.define_flags()
 training_flags.define_dtype_flag(choices=("float32", "bfloat16", "auto"))
 training_flags.define_model_flags(output_dir=False)
 # The original's TPU flags, accepted so its command lines keep working; this script runs on the

@@ -17,11 +17,17 @@ run_classifier with --export_runtime=openvino; its line `dev` gives each export'
 against float32: the metric, its relative change and the fraction of labels unchanged), and
 `base` (BERT-base sizes, seeded random weights, int8 calibrated on --calibration_texts real
 sentences). The texts timed are real sentences (the dev file's), batch 32 of them at a time.
+`minilm_squad` (not in the default --models) fine-tunes all-MiniLM-L6-v2 on the demo SQuAD
+v1.1 set, exports it by run_squad (TensorFlow float32; OpenVINO int8, bfloat16, float32), prints
+each export's F1 on the 403 dev questions against float32 and times the dev questions:
+
+    python benchmarks/openvino_serving.py --models=minilm_squad --repeats=3 --min_seconds=2
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -55,18 +61,23 @@ def _rates(calls: dict, examples: int, repeats: int, seconds: float) -> dict[str
     return rates
 
 
-def measure(model_name: str, exports: dict[str, str], sentences: list[str], args) -> None:
-    """One JSON line per batch size and text kind (`sentences`, or `paragraphs` of 8 of them:
-    ~128 tokens): each export's examples/s and OpenVINO / TensorFlow."""
-    signatures = {}
-    for name, export_dir in exports.items():
-        _, serve, names = predict.load_signature(export_dir, "serving_default")
-        signatures[name] = (serve, names[0])
+def text_kinds(sentences: list[str]) -> dict[str, list[dict[str, str]]]:
+    """The classifier's timed inputs: `sentences`, and `paragraphs` of 8 of them (~128 tokens)."""
     paragraphs = [" ".join(sentences[i:i + 8]) for i in range(0, 8 * 32, 8)]
-    for batch, kind in [(b, k) for b in args.batch_sizes for k in ("sentences", "paragraphs")]:
-        chunk = (sentences if kind == "sentences" else paragraphs)[:batch]
-        calls = {name: (lambda s=serve, n=input_name: s(**{n: tf.constant(chunk)}))
-                 for name, (serve, input_name) in signatures.items()}
+    return {"sentences": [{"text_a": s} for s in sentences],
+            "paragraphs": [{"text_a": p} for p in paragraphs]}
+
+
+def measure(model_name: str, exports: dict[str, str], kinds: dict[str, list[dict[str, str]]],
+            args) -> None:
+    """One JSON line per batch size and kind of inputs (`kinds`: inputs by name, one dict per
+    example): each export's examples/s and OpenVINO / TensorFlow."""
+    signatures = {name: predict.load_signature(export_dir, "serving_default")[1]
+                  for name, export_dir in exports.items()}
+    for batch, kind in [(b, k) for b in args.batch_sizes for k in kinds]:
+        chunk = kinds[kind][:batch]
+        inputs = {name: tf.constant([example[name] for example in chunk]) for name in chunk[0]}
+        calls = {name: (lambda s=serve: s(**inputs)) for name, serve in signatures.items()}
         rates = _rates(calls, batch, args.repeats, args.min_seconds)
         row = {"model": model_name, "batch": batch, "texts": kind,
                **{f"{name}_median": round(float(np.median(r)), 2) for name, r in rates.items()}}
@@ -87,15 +98,65 @@ def finetuned_minilm(args, work_dir: str, texts: list[str]) -> None:
     bert_tf_run("classifier", run_args, work_dir, export_dtypes=("float32",),
                 openvino_exports=PRECISIONS)
     exports = {"tensorflow": os.path.join(work_dir, "export_float32")}
-    dev = {}
+    exports.update(report_dev("minilm_finetuned", work_dir, "export_openvino_"))
+    measure("minilm_finetuned", exports, text_kinds(texts), args)
+
+
+def report_dev(model_name: str, work_dir: str, prefix: str) -> dict[str, str]:
+    """Prints each OpenVINO export's dev figures against float32 (`openvino.json`'s `dev`, with
+    the relative change); returns {precision: export dir} (`work_dir`/`prefix`<precision>)."""
+    exports, dev = {}, {}
     for precision in PRECISIONS:
-        exports[precision] = os.path.join(work_dir, f"export_openvino_{precision}")
+        exports[precision] = os.path.join(work_dir, f"{prefix}{precision}")
         with open(os.path.join(exports[precision], openvino.MANIFEST), encoding="utf-8") as f:
             figures = json.load(f)["dev"]
         dev[precision] = {**figures, "relative_change": round(
             -openvino.relative_loss(figures["float32"], figures[precision]), 5)}
-    print(json.dumps({"model": "minilm_finetuned", "dev": dev}), flush=True)
-    measure("minilm_finetuned", exports, texts, args)
+    print(json.dumps({"model": model_name, "dev": dev}), flush=True)
+    return exports
+
+
+def squad_minilm(args, work_dir: str, texts: list[str]) -> None:
+    """all-MiniLM-L6-v2 fine-tuned on the demo SQuAD v1.1 set (--squad_epochs), exported by
+    run_squad in TensorFlow float32 and on OpenVINO in every precision (int8 calibrated on
+    --calibration_texts training questions, compared with float32 on the 403 dev questions):
+    prints `dev` (F1), then speed on the dev questions."""
+    del texts
+    from bert_tf.checkpoints import name_map as checkpoints
+    from bert_tf.tasks.squad import task as squad_task
+    from bert_tf.training import loop as training
+
+    config_file = os.path.join(work_dir, "squad_bert_config.json")
+    with open(config_file, "w", encoding="utf-8") as f:
+        f.write(checkpoints.bert_config_from_hf(MODEL_DIR).to_json_string())
+    squad_dir = os.path.join(DEMO, "squad")
+    options = squad_task.SquadOptions(
+        bert_config_file=config_file, vocab_file=os.path.join(MODEL_DIR, "vocab.txt"),
+        do_lower_case=True, train_file=os.path.join(squad_dir, "train-v1.1.json"),
+        predict_file=os.path.join(squad_dir, "dev-v1.1.json"), do_train=True, do_predict=True,
+        num_train_epochs=args.squad_epochs, max_seq_length=args.squad_max_seq_length,
+        doc_stride=64, max_query_length=32, warmup_proportion=0.1)
+    run_config = training.RunConfig(
+        output_dir=os.path.join(work_dir, "squad"), train_batch_size=args.batch_size,
+        learning_rate=args.squad_learning_rate, init_checkpoint=MODEL_DIR, seed=args.seed,
+        log_every_n_steps=args.window, iterations_per_loop=args.window)
+    result = squad_task.run_squad(options, run_config)
+    print(json.dumps({"model": "minilm_squad", "predict_file_eval": result["eval"]}), flush=True)
+    export_only = dataclasses.replace(options, do_train=False, do_predict=False)
+    exports = {"tensorflow": os.path.join(work_dir, "squad_tensorflow")}
+    squad_task.run_squad(dataclasses.replace(export_only, export_dir=exports["tensorflow"]),
+                         run_config)
+    for precision in PRECISIONS:
+        squad_task.run_squad(dataclasses.replace(
+            export_only, export_runtime="openvino", export_dtype=precision,
+            int8_calibration_examples=args.calibration_texts, export_max_relative_loss=1.0,
+            export_dir=os.path.join(work_dir, f"squad_openvino_{precision}")), run_config)
+    exports.update(report_dev("minilm_squad", work_dir, "squad_openvino_"))
+    with open(options.predict_file, encoding="utf-8") as f:
+        questions = [{"question": qa["question"], "context": p["context"]}
+                     for article in json.load(f)["data"] for p in article["paragraphs"]
+                     for qa in p["qas"]]
+    measure("minilm_squad", exports, {"questions": questions}, args)
 
 
 def random_base(args, work_dir: str, texts: list[str]) -> None:
@@ -131,7 +192,7 @@ def random_base(args, work_dir: str, texts: list[str]) -> None:
             unchanged = json.load(f)["dev"]["answers_unchanged"]
         print(json.dumps({"model": "base", "precision": precision,
                           "labels_unchanged_on_256_texts": unchanged}), flush=True)
-    measure("base", exports, texts, args)
+    measure("base", exports, text_kinds(texts), args)
 
 
 def main() -> None:
@@ -145,7 +206,11 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=5, help="steps per log window")
     parser.add_argument("--batch_sizes", default="32,1", help="texts per timed call")
     parser.add_argument("--max_seq_length", type=int, default=128, help="base's export")
-    parser.add_argument("--calibration_texts", type=int, default=300, help="base's int8")
+    parser.add_argument("--calibration_texts", type=int, default=300,
+                        help="base's and minilm_squad's int8")
+    parser.add_argument("--squad_epochs", type=float, default=1.0)
+    parser.add_argument("--squad_learning_rate", type=float, default=1e-4)
+    parser.add_argument("--squad_max_seq_length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min_seconds", type=float, default=3.0)
     args = parser.parse_args()
@@ -155,7 +220,8 @@ def main() -> None:
     texts = [sentence for sentence, _ in read_tsv(args.classifier_dir, "dev")]
     with tempfile.TemporaryDirectory() as work_dir:
         for name in args.models.split(","):
-            {"minilm_finetuned": finetuned_minilm, "base": random_base}[name](args, work_dir, texts)
+            {"minilm_finetuned": finetuned_minilm, "base": random_base,
+             "minilm_squad": squad_minilm}[name](args, work_dir, texts)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import os
 import tempfile
 from typing import Callable, Mapping, Protocol, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -69,14 +70,26 @@ class Evaluation:
     Attributes:
       texts: the dev examples' inputs of `serving_default`, by input name.
       metric: the metric's name, as reported ("accuracy").
-      score: the outputs of all `texts` (arrays by output name, rows in order) -> the metric.
+      score: the outputs of all `texts` (arrays by output name, rows in order) -> the metric;
+        with `against_float32`, (those outputs, float32's) -> the metric.
       answer: the output whose rows must stay the same ("label").
+      against_float32: the metric scores outputs against float32's (a task without a dev
+        metric: how close the vectors stay), float32's own score being its score against
+        itself.
     """
 
     texts: Sequence[Mapping[str, str]]
     metric: str
-    score: Callable[[dict[str, np.ndarray]], float]
+    score: Callable[..., float]
     answer: str
+    against_float32: bool = False
+
+    def scores(self, float32: dict[str, np.ndarray], candidate: dict[str, np.ndarray]
+               ) -> tuple[float, float]:
+        """The metric of the float32 outputs and of the candidate's."""
+        if self.against_float32:
+            return self.score(float32, float32), self.score(candidate, float32)
+        return self.score(float32), self.score(candidate)
 
 
 def require_openvino():
@@ -140,11 +153,11 @@ def check_loss(metric: str, precision: str, reference: float, candidate: float, 
 
 def _text_module(module: tf.Module) -> tf.Module:
     """What the text part's functions capture (tokenizer, labels, ...): every module or variable
-    the serving module holds except the model, whose weights go to OpenVINO."""
+    the serving module holds except the model (a Keras model), whose weights go to OpenVINO."""
     holder = tf.Module(name="text")
     for name, value in vars(module).items():
-        if name != "model" and not name.startswith("_") and isinstance(
-                value, (tf.Module, tf.Variable)):
+        if not name.startswith("_") and isinstance(value, (tf.Module, tf.Variable)) \
+                and not isinstance(value, keras.Model):
             setattr(holder, name, value)
     return holder
 
@@ -293,8 +306,9 @@ def export(module: TextModel, export_dir: str, precision: str,
     finish = lambda **values: split.finish(values)  # noqa: E731  (as the saved signature)
     reference = _run_prepared(dev, lambda f: _numpy(split.model(f)), finish)
     candidate = _run_prepared(dev, _compiled_call(compiled, split.model_outputs), finish)
-    dev = {"metric": evaluation.metric, "float32": evaluation.score(reference),
-           precision: evaluation.score(candidate), "examples": len(evaluation.texts),
+    scores = evaluation.scores(reference, candidate)
+    dev = {"metric": evaluation.metric, "float32": scores[0], precision: scores[1],
+           "examples": len(evaluation.texts),
            "answers_unchanged": _same_rows(reference[evaluation.answer],
                                            candidate[evaluation.answer])}
     logging.info("%s: %s", export_dir, check_loss(

@@ -15,6 +15,8 @@ import tensorflow as tf
 from bert_tf.errors import UserError
 from bert_tf.serving import openvino, predict
 from bert_tf.tasks.classifier import task as classifier_task
+from bert_tf.tasks.features.export import PAIR_SIGNATURE_KEY, vector_agreement
+from bert_tf.tasks.features.extraction import ExtractionOptions, extract_features
 from bert_tf.text import testing_text
 from bert_tf.text.tokenizers import FullTokenizer
 from bert_tf.training import loop as training
@@ -54,7 +56,8 @@ def exports(tmp_path_factory):
         **common, export_dir=str(directory / "int8"), export_runtime="openvino",
         export_dtype="int8", int8_calibration_examples=100), run_config)
     return {"float32": str(directory / "float32"), "int8": str(directory / "int8"),
-            "vocab_file": vocab_file}
+            "vocab_file": vocab_file, "config_file": config_file,
+            "run_dir": run_config.output_dir}
 
 
 def _predict(export_dir: str, texts: list[str], tmp_path) -> tuple[list[dict], list[str]]:
@@ -150,6 +153,43 @@ def test_loss_past_the_threshold_is_refused_with_the_figures():
         "0.8000, int8 0.7800 (-2.50% relative), 97.0% of answers unchanged; not written (raise "
         "the flag, or give more --int8_calibration_examples)")
     assert "\n" not in str(refused.value)
+
+
+def test_int8_features_export_keeps_the_vectors(exports, tmp_path):
+    """extract_features' export of the trained encoder: int8 calibrated on 64 lines of the input
+    file, compared with float32 on 128 others; both signatures give float32's tokens and
+    vectors within the cosine reported; past a known threshold an export is refused."""
+    lines = _sentences("dev") + ["a fine film ||| a dull one"] * 10
+    (tmp_path / "lines.txt").write_text("".join(t + "\n" for t in lines), encoding="utf-8")
+    common = dict(input_file=str(tmp_path / "lines.txt"), output_file=None, layers=(-1, 0),
+                  bert_config_file=exports["config_file"], init_checkpoint=exports["run_dir"],
+                  vocab_file=exports["vocab_file"], max_seq_length=MAX_SEQ_LENGTH)
+    int8_dir, float32_dir = str(tmp_path / "int8"), str(tmp_path / "float32")
+    extract_features(ExtractionOptions(**common, export_dir=int8_dir, export_runtime="openvino",
+                                       export_dtype="int8", int8_calibration_examples=64))
+    extract_features(ExtractionOptions(**common, export_dir=float32_dir))
+    with open(os.path.join(int8_dir, openvino.MANIFEST), encoding="utf-8") as f:
+        dev = json.load(f)["dev"]
+    assert (dev["metric"], dev["examples"], dev["answers_unchanged"]) == ("cosine", 128, 1.0)
+    assert dev["float32"] == pytest.approx(1.0, abs=1e-12) and 0.99 <= dev["int8"] < 1.0
+    inputs = {"serving_default": {"text": lines[-12:]},
+              PAIR_SIGNATURE_KEY: {"text_a": ["the film", "a fine film"],
+                                   "text_b": ["", "a dull one"]}}
+    for key, texts in inputs.items():
+        want = predict.load_signature(float32_dir, key)[1](**texts)
+        got = predict.load_signature(int8_dir, key)[1](**texts)
+        assert got["tokens"].tolist() == want["tokens"].numpy().tolist()
+        assert got["length"].tolist() == want["length"].numpy().tolist()
+        agreement = vector_agreement(got, {k: np.asarray(v) for k, v in want.items()})
+        assert dev["int8"] - 0.01 <= agreement < 1.0, key
+    # OpenVINO's float32 loses next to nothing; refused when nothing may be lost.
+    with pytest.raises(UserError, match=r"^the float32 export loses more than "
+                                        r"--export_max_relative_loss=-1e-09: dev cosine float32 "
+                                        r"1\.0000, float32 1\.0000 \([+-]0\.00% relative\)"):
+        extract_features(ExtractionOptions(
+            **common, export_dir=str(tmp_path / "refused"), export_runtime="openvino",
+            export_max_relative_loss=-1e-9))
+    assert not os.path.exists(tmp_path / "refused")
 
 
 @pytest.fixture(scope="module")

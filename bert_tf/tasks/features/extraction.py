@@ -28,7 +28,7 @@ import itertools
 import json
 import re
 import time
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -40,12 +40,15 @@ from bert_tf.checkpoints import name_map as checkpoints, model_config
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.model.families import build_encoder
 from bert_tf.model.encoder import BertEncoder
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.text.pairs import truncate_pair_lengths
 from bert_tf.training import distribution
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 PROGRESS_SECONDS = 30.0
+# Lines the OpenVINO export is compared with float32 on: every token's --layers vectors of each
+# are held twice in memory (float32's and the export's).
+COMPARISON_LINES = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,9 @@ class ExtractionOptions:
     batch_size: int = 32
     export_dir: str | None = None  # also write a raw-text SavedModel (tasks/features/export.py)
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
+    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
+    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
     dtype: str = "float32"  # the encoder's compute dtype for the JSON lines, or "auto"
 
 
@@ -163,6 +169,41 @@ class _Progress:
                          (self.total - self.done) / max(rate, 1e-9))
 
 
+def _export(options: ExtractionOptions, encoder, build: Callable) -> None:
+    """Writes --export_dir: the TensorFlow SavedModel, or the OpenVINO export calibrated on and
+    compared with float32 on --input_file's lines (`serving_lines`)."""
+    from bert_tf.serving.saved_model import in_graph_tokenizer
+    from bert_tf.tasks.features import export
+
+    tokenizer = in_graph_tokenizer(options.vocab_file, options.spm_model_file,
+                                   options.do_lower_case)
+    if options.export_runtime == "openvino":
+        calibration, comparison = serving_lines(options.input_file,
+                                                options.int8_calibration_examples)
+        export.export_features_openvino(
+            encoder, options.export_dir, tokenizer, options.layers, options.max_seq_length,
+            options.export_dtype, calibration if options.export_dtype == "int8" else [],
+            comparison, options.export_max_relative_loss)
+    else:
+        export.export_features(precision.model_in_dtype(encoder, build, options.export_dtype),
+                               options.export_dir, tokenizer, options.layers,
+                               options.max_seq_length)
+    logging.info("Exported the SavedModel to %s", options.export_dir)
+
+
+def serving_lines(path: str, count: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """A seeded draw of `path`'s lines as `serving_default`'s inputs: `count` to calibrate the
+    int8 export on, and up to `COMPARISON_LINES` others (the calibration lines themselves when
+    there are no others) to compare the export with float32 on."""
+    lines = [{"text": line} for line in read_lines(path)]
+    if not lines:
+        raise UserError(f"{path}: no lines to calibrate and compare the export on")
+    order = np.random.default_rng(0).permutation(len(lines))
+    calibration, rest = order[:count], order[count:] if len(order) > count else order
+    return ([lines[i] for i in sorted(calibration)],
+            [lines[i] for i in sorted(rest[:COMPARISON_LINES])])
+
+
 def read_lines(path: str) -> Iterator[str]:
     """Input lines decoded as UTF-8 dropping bad bytes, as the original's convert_to_unicode."""
     with filesystem.open_read(path) as f:
@@ -201,7 +242,11 @@ def extract_features(options: ExtractionOptions) -> int:
     Returns:
       The number of lines written.
     """
-    precision.check_export_dtype(options.export_dtype)
+    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
+                          options.int8_calibration_examples)
+    if options.export_dir and options.export_runtime == "openvino" and not options.input_file:
+        raise UserError("--export_runtime=openvino calibrates on and compares with float32 on "
+                        "--input_file's lines: give it")
     dtype = distribution.resolve_dtype(options.dtype)
     policy = distribution.policy_name(dtype)
     config = model_config.resolve_model_config(options.bert_config_file, options.init_checkpoint)
@@ -220,16 +265,8 @@ def extract_features(options: ExtractionOptions) -> int:
     encoder = build_encoder(config)
     checkpoints.init_from_checkpoint(encoder, options.init_checkpoint)
     if options.export_dir:
-        from bert_tf.serving.saved_model import in_graph_tokenizer
-        from bert_tf.tasks.features.export import export_features
-
-        export_features(precision.model_in_dtype(encoder, lambda: build_encoder(config),
-                                                 options.export_dtype), options.export_dir,
-                        in_graph_tokenizer(options.vocab_file, options.spm_model_file,
-                                           options.do_lower_case),
-                        options.layers, options.max_seq_length)
-        logging.info("Exported the SavedModel to %s", options.export_dir)
-    if options.input_file is None:
+        _export(options, encoder, lambda: build_encoder(config))
+    if options.input_file is None or options.output_file is None:  # an export only
         return 0
     for warning in distribution.speed_warnings(tf.distribute.get_strategy(), dtype, False):
         logging.warning(warning)

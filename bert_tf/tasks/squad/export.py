@@ -19,15 +19,21 @@ piece is marked in the window where it has the most context. Post-processing fol
 `postprocess.compute_predictions`: each window's `n_best_size` best starts and ends make the
 candidate spans, the best by start + end logit across windows wins (ties: the earlier window and
 rank), and its pieces are mapped back onto the context words through `final_text`'s alignment.
+
+`export_squad_openvino` writes the same signature with the model on OpenVINO (int8, bfloat16 or
+float32; `bert_tf.serving.openvino`): `SquadServing.prepare` (the windows) and `finish` (the span
+search and the mapping back) are the text part.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
 
 import keras
 import tensorflow as tf
 
 from bert_tf.model.inputs import MODEL_INPUTS
-from bert_tf.serving import packing
+from bert_tf.serving import openvino, packing
 from bert_tf.serving.saved_model import SIGNATURE_KEY, save
 from bert_tf.serving.sentencepiece import InGraphSentencePiece
 from bert_tf.serving.text import basic_words, character_classes
@@ -36,6 +42,12 @@ from bert_tf.serving.text import basic_words, character_classes
 _CONTEXT_SPACES = (0x20, 0x09, 0x0D, 0x0A, 0x202F)
 _SPM_SPACE = "\u2581"
 _BIG = tf.int64.max
+_LOGITS = ("start_logits", "end_logits")
+_QUESTION = tf.TensorSpec([None], tf.string, name="question")
+_CONTEXT = tf.TensorSpec([None], tf.string, name="context")
+# What `finish` reads of `_windows`' fields and of `context_words`' (prefixed `word_`).
+_WINDOW_STATE = ("example", "start", "query_part", "in_context", "is_max_context")
+_WORD_STATE = ("words", "starts", "lengths")
 
 
 def context_words(context: tf.Tensor) -> dict[str, tf.RaggedTensor]:
@@ -225,10 +237,28 @@ class SquadServing(tf.Module):
             self.null_threshold = tf.Variable(float(null_threshold), dtype=tf.float64,
                                               trainable=False, name="null_threshold")
 
-    @tf.function(autograph=False, input_signature=[
-        tf.TensorSpec([None], tf.string, name="question"),
-        tf.TensorSpec([None], tf.string, name="context")])
+    @tf.function(autograph=False, input_signature=[_QUESTION, _CONTEXT])
     def serve_text(self, question, context):
+        prepared = self.prepare(question, context)
+        outputs = self.model({name: prepared[name] for name in MODEL_INPUTS}, training=False)
+        return self.finish({**outputs, **prepared})
+
+    def text_signatures(self) -> dict[str, tuple[list[tf.TensorSpec], Callable]]:
+        """The raw-text signature's inputs and its `prepare` (`bert_tf.serving.openvino`)."""
+        return {SIGNATURE_KEY: ([_QUESTION, _CONTEXT], self.prepare)}
+
+    def model_outputs(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The span model's logits in float32 (`bert_tf.serving.openvino`)."""
+        outputs = self.model(features, training=False)
+        return {name: tf.cast(outputs[name], tf.float32) for name in _LOGITS}
+
+    def prepare(self, question: tf.Tensor, context: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The windows' model inputs int32 [max(R, 1), max_seq_length] for string [B] questions
+        and contexts, and what `finish` finds and maps the answers back with (dense tensors,
+        the ragged ones as flat values and row lengths: a signature returns no ragged tensor).
+
+        A batch whose contexts have no pieces has no window, and the encoder does not run on
+        zero rows: the model then reads one row of padding, whose logits `finish` drops."""
         tf.debugging.assert_equal(tf.size(question), tf.size(context),
                                   message="question and context must hold as many texts")
         context = tf.strings.unicode_transcode(context, "UTF-8", "UTF-8", errors="replace")
@@ -237,14 +267,31 @@ class SquadServing(tf.Module):
         doc = tf.RaggedTensor.from_row_lengths(pieces.flat_values, tf.math.unsorted_segment_sum(
             pieces.row_lengths(), words["words"].value_rowids(), tf.size(question)))  # [B, (T)]
         windows = self._windows(question, doc)
-        start_logits, end_logits = self._logits(windows)
-        num_examples = tf.size(question, tf.int64)
+        rows = tf.shape(windows["input_ids"])[0]
+        extra = [[0, tf.maximum(1 - rows, 0)], [0, 0]]
+        return {**{name: tf.pad(windows[name], extra) for name in MODEL_INPUTS},
+                **{name: windows[name] for name in _WINDOW_STATE},
+                "doc_ids": doc.flat_values, "doc_lengths": doc.row_lengths(),
+                "piece_word": tf.repeat(tf.range(pieces.nrows()), pieces.row_lengths()),  # [T]
+                **{f"word_{name}": words[name].flat_values for name in _WORD_STATE},
+                "context": context}
+
+    def finish(self, values: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """The signature's outputs from the windows' logits and `prepare`'s state."""
+        rows = tf.size(values["example"])
+        # [R, max_seq_length]: the span search's top_k needs the static width.
+        start_logits, end_logits = (
+            tf.ensure_shape(tf.cast(values[name][:rows], tf.float32), [None, self._settings[0]])
+            for name in _LOGITS)
+        num_examples = tf.size(values["context"], tf.int64)
+        windows = {name: values[name] for name in _WINDOW_STATE}
         in_context = windows["in_context"]
         span = best_spans(start_logits, end_logits, in_context & windows["is_max_context"],
                           in_context, windows["example"], num_examples, self._n_best_size,
                           self._max_answer_length)
-        piece_word = tf.repeat(tf.range(pieces.nrows()), pieces.row_lengths())  # [T total]
-        result = self._answer(span, windows, doc, piece_word, words, context)
+        doc = tf.RaggedTensor.from_row_lengths(values["doc_ids"], values["doc_lengths"])
+        words = {name: values[f"word_{name}"] for name in _WORD_STATE}
+        result = self._answer(span, windows, doc, values["piece_word"], words, values["context"])
         result["score"] = tf.cast(span["start_logit"] + span["end_logit"], tf.float32)
         has_answer = span["found"]
         if self.null_threshold is not None:
@@ -257,18 +304,6 @@ class SquadServing(tf.Module):
         result["answer"] = tf.where(has_answer, result["answer"], "")
         result["answer_start"] = tf.where(has_answer, result["answer_start"], -1)
         return result
-
-    def _logits(self, windows: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-        """float32 [R, max_seq_length] start and end logits of the windows.
-
-        A batch whose contexts have no pieces has no window, and the encoder does not run on
-        zero rows: the model then reads one row of padding, whose logits are dropped."""
-        rows = tf.shape(windows["input_ids"])[0]
-        extra = [[0, tf.maximum(1 - rows, 0)], [0, 0]]
-        outputs = self.model({name: tf.pad(windows[name], extra) for name in MODEL_INPUTS},
-                             training=False)
-        return (tf.cast(outputs["start_logits"][:rows], tf.float32),
-                tf.cast(outputs["end_logits"][:rows], tf.float32))
 
     def _windows(self, question: tf.Tensor, doc: tf.RaggedTensor) -> dict[str, tf.Tensor]:
         """`[CLS] question [SEP] window [SEP]` rows, int32 [R, max_seq_length] model inputs, with
@@ -300,9 +335,11 @@ class SquadServing(tf.Module):
                 "is_max_context": is_max.to_tensor(False, shape=[None, max_seq_length])}
 
     def _answer(self, span: dict[str, tf.Tensor], windows: dict[str, tf.Tensor],
-                doc: tf.RaggedTensor, piece_word: tf.Tensor, words: dict[str, tf.RaggedTensor],
+                doc: tf.RaggedTensor, piece_word: tf.Tensor, words: dict[str, tf.Tensor],
                 context: tf.Tensor) -> dict[str, tf.Tensor]:
-        """The best span's text cut from `context`, and its offset (any value where not found)."""
+        """The best span's text cut from `context`, and its offset (any value where not found).
+
+        `words`: `context_words`' fields, their flat values [N] (every context's words)."""
         found = span["found"]
         row = span["row"]
         offset = (doc.row_starts() + _gather(windows["start"], row, found)
@@ -321,16 +358,16 @@ class SquadServing(tf.Module):
         pred_text = _squeeze_spaces(pred_text)
         first_word = _gather(piece_word, first_piece, found)
         last_word = _gather(piece_word, last_piece, found)
-        all_words = words["words"].flat_values
+        all_words = words["words"]
         orig_text = tf.strings.reduce_join(
             tf.gather(all_words, tf.ragged.range(first_word, tf.where(found, last_word + 1, 0))),
             axis=-1, separator=" ")
         first, last = aligned_range(pred_text, orig_text, self._do_lower_case)
         # Non-space characters of orig_text are its words' characters: count along the words.
-        lengths = words["lengths"].flat_values
+        lengths = words["lengths"]
         before = tf.cumsum(lengths, exclusive=True)
         through = tf.cumsum(lengths)
-        word_starts = words["starts"].flat_values
+        word_starts = words["starts"]
 
         def context_offset(nonspace):  # int64 [B]: the context character at that position
             index = _gather(before, first_word, found) + nonspace
@@ -369,3 +406,23 @@ def export_squad(model: keras.Model, export_dir: str, tokenizer: tf.Module, max_
     module = SquadServing(model, tokenizer, max_seq_length, doc_stride, max_query_length,
                           n_best_size, max_answer_length, do_lower_case, null_threshold)
     return save(module, export_dir, {SIGNATURE_KEY: module.serve_text})
+
+
+def export_squad_openvino(model: keras.Model, export_dir: str, tokenizer: tf.Module,
+                          max_seq_length: int, doc_stride: int, max_query_length: int,
+                          n_best_size: int, max_answer_length: int, do_lower_case: bool,
+                          null_threshold: float | None, precision: str,
+                          calibration: Sequence[Mapping[str, str]],
+                          evaluation: openvino.Evaluation, max_relative_loss: float) -> str:
+    """Writes the SQuAD OpenVINO export (`bert_tf.serving.openvino`): `export_squad`'s
+    signature, its span model on OpenVINO in `precision` (int8 calibrated on the windows of
+    `calibration`, questions and contexts by input name), compared with float32 on `evaluation`
+    before it is written.
+
+    Returns:
+      export_dir.
+    """
+    module = SquadServing(model, tokenizer, max_seq_length, doc_stride, max_query_length,
+                          n_best_size, max_answer_length, do_lower_case, null_threshold)
+    return openvino.export(module, export_dir, precision, calibration, evaluation,
+                           max_relative_loss)

@@ -2,7 +2,7 @@
 
 from absl import flags
 
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 from bert_tf.cli import flags as training_flags
@@ -27,7 +27,8 @@ def define_flags() -> None:
                         "--predict_file.")
     flags.DEFINE_string("export_dir", None, "Write a SavedModel that answers questions on raw text "
                         "here (docs/serving.md).")
-    precision.define_flag()
+    precision.define_flag(int8=True)
+    openvino.define_flags()
     training_flags.define_model_flags()
     define_chinese_conversion_flag()
     training_flags.define_finetuning_flags(with_eval=False)

@@ -31,7 +31,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
-from bert_tf.serving import precision
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.squad import (examples as squad, postprocess as squad_postprocess,
                                  records as squad_records)
 from bert_tf.tasks.squad import metrics as squad_metrics
@@ -63,6 +63,9 @@ class SquadOptions(finetuning.FinetuningOptions):
     null_score_diff_threshold: float | str = 0.0
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/squad/export.py)
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
+    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
+    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     @property
     def features(self) -> squad_records.FeatureSettings:
@@ -159,13 +162,22 @@ def _check(options: SquadOptions) -> None:
     if not (options.do_train or options.do_predict or options.export_dir or options.export_hf_dir):
         raise UserError("nothing to do: set --do_train, --do_predict, --export_dir and/or "
                         "--export_hf_dir")
-    precision.check_export_dtype(options.export_dtype)
+    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
+                          options.int8_calibration_examples)
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
         raise UserError("--do_predict needs --predict_file")
-    for flag, path, needed in (("train_file", options.train_file, options.do_train),
-                               ("predict_file", options.predict_file, options.do_predict)):
+    openvino_export = bool(options.export_dir) and options.export_runtime == "openvino"
+    int8 = openvino_export and options.export_dtype == "int8"
+    if int8 and not options.train_file:
+        raise UserError("--export_dtype=int8 is calibrated on --train_file's questions: give it")
+    if openvino_export and not options.predict_file:
+        raise UserError("--export_runtime=openvino compares the export with float32 on "
+                        "--predict_file's answers: give it")
+    for flag, path, needed in (("train_file", options.train_file, options.do_train or int8),
+                               ("predict_file", options.predict_file,
+                                options.do_predict or openvino_export)):
         if needed and not filesystem.isfile(path):
             raise MissingFileError(f"{path}: SQuAD file not found (check --{flag})")
     if options.max_seq_length <= options.max_query_length + 3:
@@ -290,22 +302,69 @@ def export_threshold(options: SquadOptions, output_dir: str,
 
 def _export(options: SquadOptions, task: SpanTask, run_config: training.RunConfig,
             evaluation: Mapping[str, float] | None) -> str:
-    """Writes the raw-text SavedModel of the checkpoint that predicted (or would predict)."""
+    """Writes the raw-text export of the checkpoint that predicted (or would predict): the
+    TensorFlow SavedModel, or the OpenVINO export compared with float32 on the predict file."""
     from bert_tf.serving.saved_model import in_graph_tokenizer
-    from bert_tf.tasks.squad.export import export_squad
+    from bert_tf.tasks.squad import export
 
     threshold = export_threshold(options, run_config.output_dir, evaluation)
+    # The OpenVINO export's questions first: their errors come before the model loads.
+    openvino_runtime = options.export_runtime == "openvino"
+    calibration = (serving_questions(options.train_file, options.int8_calibration_examples)
+                   if openvino_runtime and options.export_dtype == "int8" else [])
+    comparison = predict_file_evaluation(options) if openvino_runtime else None
     checkpoint = best_checkpoint.prediction_checkpoint(run_config.output_dir, options.predict_from)
-    model = precision.model_in_dtype(training.load_model(task, run_config, checkpoint=checkpoint),
-                                     task.build_model, options.export_dtype)
-    export_dir = export_squad(
-        model, options.export_dir,
-        in_graph_tokenizer(options.vocab_file, options.spm_model_file, options.do_lower_case),
-        options.max_seq_length, options.doc_stride, options.max_query_length,
-        options.n_best_size, options.max_answer_length, options.do_lower_case, threshold)
+    model = training.load_model(task, run_config, checkpoint=checkpoint)
+    settings = (in_graph_tokenizer(options.vocab_file, options.spm_model_file,
+                                   options.do_lower_case),
+                options.max_seq_length, options.doc_stride, options.max_query_length,
+                options.n_best_size, options.max_answer_length, options.do_lower_case, threshold)
+    if comparison is not None:
+        export_dir = export.export_squad_openvino(
+            model, options.export_dir, *settings, precision=options.export_dtype,
+            calibration=calibration, evaluation=comparison,
+            max_relative_loss=options.export_max_relative_loss)
+    else:
+        export_dir = export.export_squad(precision.model_in_dtype(
+            model, task.build_model, options.export_dtype), options.export_dir, *settings)
     logging.info("Exported the SavedModel to %s%s", export_dir,
                  "" if threshold is None else f" (null_score_diff_threshold {threshold:.4f})")
     return export_dir
+
+
+def _questions(path: str) -> list[dict[str, str]]:
+    """A SQuAD file's questions in file order: `id`, `question` and `context`."""
+    return [{"id": str(qa["id"]), "question": qa["question"], "context": paragraph["context"]}
+            for article in squad.load_squad_json(path) for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]]
+
+
+def serving_questions(path: str, count: int) -> list[dict[str, str]]:
+    """`count` questions of `path` (a seeded draw; all when there are fewer) as the raw-text
+    signature's inputs: what the int8 export calibrates on (each gives one or more windows)."""
+    questions = _questions(path)
+    chosen = np.random.default_rng(0).permutation(len(questions))[:count]
+    return [{k: questions[i][k] for k in ("question", "context")} for i in sorted(chosen)]
+
+
+def predict_file_evaluation(options: SquadOptions) -> openvino.Evaluation:
+    """The predict file's questions and the official F1 of the raw-text signature's `answer`
+    (an OpenVINO export is compared with float32 on it; v2.0: the answers as the export's null
+    threshold leaves them)."""
+    questions = _questions(options.predict_file)
+    dataset = squad.load_squad_json(options.predict_file)
+    if not squad_metrics.has_gold_answers(dataset):
+        raise UserError(f"--export_runtime=openvino compares the export with float32 on "
+                        f"--predict_file's answers: {options.predict_file} has none")
+
+    def f1(outputs: dict[str, np.ndarray]) -> float:
+        answers = {q["id"]: a.decode("utf-8") for q, a in zip(questions, outputs["answer"])}
+        if options.version_2_with_negative:
+            return squad_metrics.evaluate_v2(dataset, answers)["f1"]
+        return squad_metrics.evaluate_v1(dataset, answers)["f1"]
+
+    return openvino.Evaluation([{k: q[k] for k in ("question", "context")} for q in questions],
+                               "f1", f1, "answer")
 
 
 def predict_logits(task: SpanTask, run_config: training.RunConfig,

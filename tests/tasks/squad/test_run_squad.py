@@ -6,6 +6,7 @@ background while the other tests run, and is checked last).
 """
 
 import dataclasses
+import io
 import json
 import os
 import random
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.errors import UserError
 from bert_tf.model import models
 from bert_tf.model.config import BertConfig
 from bert_tf.tasks.squad import examples as squad
@@ -23,7 +25,8 @@ from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import records as squad_records
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.training import best_checkpoint, loop as training
-from bert_tf.serving import ops
+from bert_tf.serving import openvino, ops, predict
+from conftest import require_extra
 from support import numpy_reference
 from support.serving_client import run_client
 from support.tiny_models import ScriptRun, words_of, write_tiny_model
@@ -298,6 +301,51 @@ def test_exports_reproduce_predictions_from_raw_text(trained, v2_run):
     null_odds = json.load(open(os.path.join(v2_dir, "null_odds.json")))
     np.testing.assert_allclose(outputs[1]["null_odds"], [null_odds[q] for q in ids], atol=1e-4)
     assert "null_odds" not in outputs[0]
+
+
+def test_openvino_int8_export_answers_as_float32(trained, tmp_path):
+    """--export_runtime=openvino --export_dtype=int8, calibrated on 64 training questions: its
+    float32 F1 is the run's own on the predict file, int8 keeps it, bert-predict answers as
+    predictions.json; past a known threshold the export is refused with the figures."""
+    require_extra("openvino", "openvino")
+    int8_export = str(trained["root"] / "openvino_int8")
+    export_only = dataclasses.replace(trained["options"], do_train=False, do_predict=False,
+                                      export_runtime="openvino", export_dtype="int8",
+                                      int8_calibration_examples=64, export_dir=int8_export)
+    squad_task.run_squad(export_only, trained["run_config"])
+    with open(os.path.join(int8_export, openvino.MANIFEST), encoding="utf-8") as f:
+        dev = json.load(f)["dev"]
+    run_f1 = trained["results"]["eval"]["f1"]
+    assert (dev["metric"], dev["examples"]) == ("f1", 30) and dev["float32"] == run_f1 > 80
+    assert openvino.relative_loss(dev["float32"], dev["int8"]) <= 0.01
+    with open(os.path.join(int8_export, "model.xml"), encoding="utf-8") as f:
+        assert f.read().count('type="FakeQuantize"') >= 6
+    qas = [(qa["id"], qa["question"], p["context"]) for p in json.load(open(
+        trained["options"].predict_file))["data"][0]["paragraphs"] for qa in p["qas"]]
+    tsv = tmp_path / "questions.tsv"
+    tsv.write_text("question\tcontext\n" + "".join(f"{q}\t{c}\n" for _, q, c in qas))
+    out, progress = io.StringIO(), io.StringIO()
+    predict.predict_file(int8_export, str(tsv), out, progress=progress)
+    assert progress.getvalue().splitlines()[0] == f"{int8_export}: int8 weights and compute"
+    got = [json.loads(line) for line in out.getvalue().splitlines()]
+    predictions = json.load(open(os.path.join(trained["run_config"].output_dir,
+                                              "predictions.json")))
+    same = np.mean([r["answer"] == predictions[qid] for r, (qid, _, _) in zip(got, qas)])
+    assert len(got) == 30 and same >= dev["answers_unchanged"] >= 0.9
+    # A batch without any window: the model reads one row of padding, the answers are empty.
+    _, serve, _ = predict.load_signature(int8_export, "serving_default")
+    empty = serve(question=tf.constant(["Who?", ""]), context=tf.constant(["", " \t"]))
+    assert (empty["answer"].tolist(), empty["answer_start"].tolist()) == ([b"", b""], [-1, -1])
+    # OpenVINO float32 answers as TensorFlow: no loss; refused when not even that is allowed.
+    with pytest.raises(UserError) as refused:
+        squad_task.run_squad(dataclasses.replace(
+            export_only, export_dtype="float32", export_max_relative_loss=-0.001,
+            export_dir=str(tmp_path / "refused")), trained["run_config"])
+    assert str(refused.value) == (
+        f"the float32 export loses more than --export_max_relative_loss=-0.001: dev f1 float32 "
+        f"{run_f1:.4f}, float32 {run_f1:.4f} (+0.00% relative), 100.0% of answers unchanged; "
+        "not written (raise the flag, or give more --int8_calibration_examples)")
+    assert not os.path.exists(tmp_path / "refused")
 
 
 def test_threshold_flag_values():
