@@ -321,7 +321,7 @@ def _compare(family: TaskFamily, options, run_config: training.RunConfig, teache
     metric = _main_metric(family, options)
     dev = dev_inputs(os.path.join(run_config.output_dir, DEV_RECORDS))
     speeds = throughput({"teacher": teacher.load(base), "student": student_model}, dev,
-                        run_config.eval_batch_size)
+                        run_config.eval_batch_size, base)
     results = {
         "metric": metric,
         "teacher": {"dev": float(teacher_eval[metric]),
@@ -360,13 +360,15 @@ def dev_inputs(path: str) -> dict[str, np.ndarray]:
 
 
 def throughput(models: dict[str, keras.Model], inputs: dict[str, np.ndarray], batch_size: int,
-               rounds: int = 3) -> dict[str, float]:
-    """Examples per second of each model over `inputs` in batches, the models measured in turn
-    in every round (so a busy machine slows them alike); the median round of each."""
+               task: finetuning.EncoderTask, rounds: int = 3) -> dict[str, float]:
+    """Examples per second of each model over `inputs` (the records' model inputs) in batches,
+    each run through `task.forward` as the task runs it, the models measured in turn in every
+    round (so a busy machine slows them alike); the median round of each."""
     count = len(inputs["input_ids"])
     batches = [{name: tf.constant(values[i:i + batch_size]) for name, values in inputs.items()}
                for i in range(0, count, batch_size)]
-    calls = {name: tf.function(lambda features, m=model: m(features, training=False),
+    calls = {name: tf.function(lambda features, m=model: task.forward(m, features,
+                                                                      training=False),
                                reduce_retracing=True) for name, model in models.items()}
     for call in calls.values():  # traced and warm before timing
         for batch in batches[:2]:

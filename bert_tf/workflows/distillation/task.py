@@ -124,10 +124,11 @@ class DistillationTask(training.Task):
         return student
 
     def forward(self, model, features, training, static_shapes=False):
-        if self.stage == "prediction":
-            inputs = {name: features[name] for name in MODEL_INPUTS}
-            teacher = self.teacher(inputs, training=False, static_shapes=static_shapes)
-            return {**model(inputs, training=training, static_shapes=static_shapes),
+        if self.stage == "prediction":  # both models as the task runs its own
+            teacher = self.base.forward(self.teacher, features, training=False,
+                                        static_shapes=static_shapes)
+            return {**self.base.forward(model, features, training=training,
+                                        static_shapes=static_shapes),
                     "teacher": tf.nest.map_structure(tf.stop_gradient, teacher)}
         rows = self.base.encoder_rows(features)
         inputs = {name: rows[name] for name in MODEL_INPUTS}
