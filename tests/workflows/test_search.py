@@ -16,6 +16,7 @@ import pytest
 from absl import flags
 
 from bert_tf.errors import PREEMPTED_STATUS, UserError
+from bert_tf.tasks import families
 from bert_tf.training.log import read_eval_results, write_eval_results
 from bert_tf.workflows.search import grid as search_grid, script_flags, trials as search
 from support.tiny_models import REPO, words_of_files, write_tiny_model
@@ -111,7 +112,9 @@ def test_eval_results_score_without_best_state_and_seeds(tmp_path, capsys):
     # Without --best_metric the stub keeps no best_state.json: eval_results.txt and the
     # script's default metric score the trials.
     output_dir = str(tmp_path / "plain")
-    with pytest.raises(UserError, match="not run_classifier, run_ner or run_squad"):
+    scripts = [family.script for family in families.FAMILIES]  # each family's script
+    known = f"not {', '.join(scripts[:-1])} or {scripts[-1]};"
+    with pytest.raises(UserError, match=known):
         search.run_search(search.SearchOptions(command=STUB, output_dir=output_dir,
                                                grid="num_train_epochs=1"))
     records = search.run_search(search.SearchOptions(
