@@ -22,6 +22,7 @@ SCRIPTS = {
     "bert-run-classifier": "run_classifier",
     "bert-run-squad": "run_squad",
     "bert-run-ner": "run_ner",
+    "bert-run-swag": "run_swag",
     "bert-distill": "run_distillation",
     "bert-extract-features": "extract_features",
     "bert-build-vocab": "build_vocab",

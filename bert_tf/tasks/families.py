@@ -7,10 +7,11 @@ from bert_tf.checkpoints import hf_export
 from bert_tf.errors import UserError
 from bert_tf.tasks.classifier.family import CLASSIFIER
 from bert_tf.tasks.family import TaskFamily
+from bert_tf.tasks.multiple_choice.family import MULTIPLE_CHOICE
 from bert_tf.tasks.ner.family import NER
 from bert_tf.tasks.squad.family import SQUAD
 
-FAMILIES: tuple[TaskFamily, ...] = (CLASSIFIER, NER, SQUAD)
+FAMILIES: tuple[TaskFamily, ...] = (CLASSIFIER, NER, SQUAD, MULTIPLE_CHOICE)
 
 
 def names(families: tuple[TaskFamily, ...] = FAMILIES) -> list[str]:

