@@ -18,7 +18,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import flags as training_flags, run_lock
-from bert_tf.training import finetuning
+from bert_tf.tasks import finetuning
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.run import MultitaskOptions, run_multitask
 

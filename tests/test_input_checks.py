@@ -19,7 +19,7 @@ from bert_tf.tasks.pretraining import pipeline as pretraining_pipeline
 from bert_tf.tasks.pretraining.instances import InstanceOptions
 from bert_tf.tasks.squad import examples as squad
 from bert_tf.tasks.squad.examples import SquadFormatError
-from bert_tf.training import finetuning
+from bert_tf.tasks import finetuning
 from conftest import TESTDATA
 from support.vocabularies import wordpiece_tokenizer
 

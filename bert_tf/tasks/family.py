@@ -16,7 +16,7 @@ import tensorflow as tf
 from absl import flags
 
 from bert_tf.checkpoints import hf_export
-from bert_tf.training import finetuning
+from bert_tf.tasks import finetuning
 
 InputFn = Callable[[tf.distribute.InputContext | None, int], tf.data.Dataset]
 

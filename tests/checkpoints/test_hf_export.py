@@ -33,7 +33,7 @@ from bert_tf.model import models  # noqa: E402
 from bert_tf.model.albert.config import AlbertConfig  # noqa: E402
 from bert_tf.errors import UserError  # noqa: E402
 from bert_tf.model.config import BertConfig  # noqa: E402
-from bert_tf.training import finetuning  # noqa: E402
+from bert_tf.tasks import finetuning  # noqa: E402
 from support.tiny_models import SPECIAL_TOKENS, train_tiny_sentencepiece  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -133,7 +133,7 @@ SIMPLIFIED = "我们在台湾学习电脑软体，头发很干燥。"
 
 
 def _tokenizer(conversion="none"):
-    from bert_tf.training.finetuning import FinetuningOptions
+    from bert_tf.tasks.finetuning import FinetuningOptions
 
     return FinetuningOptions(bert_config_file="unused", vocab_file=VOCAB,
                              chinese_conversion=conversion).create_tokenizer()

@@ -13,7 +13,8 @@ from bert_tf.tasks.ner import task as ner_task
 from bert_tf.tasks.squad import records as squad_records
 from bert_tf.tasks.squad import task as squad_task
 from bert_tf.cli import flags as training_flags
-from bert_tf.training import finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import loop as training
 from conftest import TESTDATA
 
 

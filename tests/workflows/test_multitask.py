@@ -19,7 +19,8 @@ from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.records import features as record_schemas
 from bert_tf.serving.saved_model import SIGNATURE_KEY
 from bert_tf.tasks.classifier import task as classifier_task
-from bert_tf.training import best_checkpoint, finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import best_checkpoint, loop as training
 from bert_tf.training import steps as training_steps
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.run import (MultitaskOptions, MultitaskTask, mixed_input_fn,

@@ -45,7 +45,8 @@ from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import multi_label as multi_label_metrics
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.text.long_text import DEFAULT_HEAD_TOKENS, LongText
-from bert_tf.training import best_checkpoint, finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import best_checkpoint, loop as training
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

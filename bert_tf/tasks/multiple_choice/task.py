@@ -33,7 +33,8 @@ from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
 from bert_tf.tasks.multiple_choice import data
 from bert_tf.text import tokenizers
-from bert_tf.training import best_checkpoint, finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import best_checkpoint, loop as training
 
 DEFAULT_BEST_METRIC = "eval_accuracy"
 REPORTED_KEYS = ("eval_accuracy", "eval_loss", "global_step", "loss")

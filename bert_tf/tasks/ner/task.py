@@ -41,7 +41,8 @@ from bert_tf.serving import openvino, precision
 from bert_tf.tasks.ner import data as tagging
 from bert_tf.tasks.ner import metrics as tag_metrics
 from bert_tf.text import tokenizers
-from bert_tf.training import best_checkpoint, finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import best_checkpoint, loop as training
 
 LABEL_LIST_FILE = finetuning.LABEL_LIST_FILE
 DECODES = ("constrained", "argmax")

@@ -36,7 +36,8 @@ from bert_tf.tasks.squad import (examples as squad, postprocess as squad_postpro
                                  records as squad_records)
 from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.text.chinese import conversion
-from bert_tf.training import best_checkpoint, finetuning, log as training_log, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import best_checkpoint, log as training_log, loop as training
 
 AUTO_THRESHOLD = "auto"
 DEFAULT_BEST_METRIC = "f1"

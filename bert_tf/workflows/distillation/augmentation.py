@@ -29,7 +29,7 @@ from bert_tf.model import models
 from bert_tf.tasks.family import TaskFamily, TextVariants
 from bert_tf.text.fast_basic import CJK_RANGES
 from bert_tf.text.tokenizers import FullTokenizer
-from bert_tf.training.finetuning import FinetuningOptions
+from bert_tf.tasks.finetuning import FinetuningOptions
 
 Candidates = Callable[[Sequence[str]], list[list[str]]]
 

@@ -33,7 +33,8 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.tasks import families
 from bert_tf.tasks.family import TaskFamily
-from bert_tf.training import best_checkpoint, finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import best_checkpoint, loop as training
 from bert_tf.workflows.distillation import augmentation, student as students
 from bert_tf.workflows.distillation.task import (
     STAGES, DistillationTask, prediction_term)

@@ -1,6 +1,6 @@
 """The teacher-student task the training loop runs in place of a fine-tuning task.
 
-`DistillationTask(base, ...)` wraps a task's loop task (`bert_tf.training.finetuning.EncoderTask`:
+`DistillationTask(base, ...)` wraps a task's loop task (`bert_tf.tasks.finetuning.EncoderTask`:
 its model, gold-label loss and metrics) so that the one loop trains the student with TinyBERT's
 losses (`losses.py`); the teacher is frozen, built once in the strategy's scope and never saved in
 the student's checkpoints. Two stages:
@@ -24,7 +24,8 @@ import tensorflow as tf
 from bert_tf.errors import UserError
 from bert_tf.model.encoder import Dense
 from bert_tf.model.inputs import MODEL_INPUTS
-from bert_tf.training import finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import losses
 from bert_tf.workflows.distillation.student import check_heads, copy_teacher_layers
 

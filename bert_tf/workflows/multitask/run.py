@@ -44,7 +44,8 @@ from bert_tf.model.families import build_encoder
 from bert_tf.model.config import BertConfig
 from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.tasks.family import Prepared, TrainingData
-from bert_tf.training import best_checkpoint, finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import best_checkpoint, loop as training
 from bert_tf.workflows.multitask import sampling
 from bert_tf.workflows.multitask.tasks_file import TaskEntry, read_tasks_file
 

@@ -27,7 +27,7 @@ from bert_tf import filesystem
 from bert_tf.errors import MissingFileError, UserError
 from bert_tf.tasks import families
 from bert_tf.tasks.family import TaskFamily
-from bert_tf.training.finetuning import FinetuningOptions
+from bert_tf.tasks.finetuning import FinetuningOptions
 
 _ENTRY_KEYS = {"name", "type", "weight"}
 _SELECTION_FIELDS = {"eval_every_n_steps", "eval_every_epoch", "best_metric",

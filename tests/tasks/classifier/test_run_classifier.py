@@ -15,7 +15,8 @@ from bert_tf.tasks.classifier import metrics as glue_metrics
 from bert_tf.tasks.classifier import processors as classification, features as classifier_features
 from bert_tf.tasks.classifier import task as classifier_task, export as serving
 from bert_tf.text.tokenizers import FullTokenizer
-from bert_tf.training import finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import loop as training
 from conftest import TESTDATA
 from support.tiny_models import REPO, ScriptRun, demo_model_flags, read_results
 

@@ -24,7 +24,8 @@ from bert_tf.serving import predict as bert_predict
 from bert_tf.tasks.multiple_choice import data
 from bert_tf.tasks.multiple_choice import task as multiple_choice
 from bert_tf.text.tokenizers import FullTokenizer
-from bert_tf.training import finetuning, loop as training
+from bert_tf.tasks import finetuning
+from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
 from bert_tf.workflows.multitask.run import MultitaskOptions, run_multitask
 from bert_tf.workflows.search import trials
