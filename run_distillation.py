@@ -1,7 +1,8 @@
 """Distils a fine-tuned BERT (the teacher) into a smaller student: TinyBERT's two stages.
 
---task=classifier (default), ner or squad takes that task's flags (those of run_classifier.py,
-run_ner.py or run_squad.py: data, tokenizer, evaluation, export); --num_train_epochs and
+--task=classifier (default), ner, squad or multiple_choice (every task family of
+bert_tf/tasks/families.py) takes that task's flags (those of run_classifier.py, run_ner.py,
+run_squad.py or run_swag.py: data, tokenizer, evaluation, export); --num_train_epochs and
 --learning_rate are the prediction stage's. Example (the MRPC teacher of run_classifier.py into
 a 4-layer student of its width):
 
