@@ -182,9 +182,9 @@ def torch_run(args: argparse.Namespace, data_dir: str, seed: int) -> dict:
     steps = int(count / args.batch_size * args.epochs)
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
     rest = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                                   {"params": rest, "weight_decay": 0.0}],
-                                  lr=args.learning_rate, eps=1e-6)
+    optimizer = TORCH_OPTIMIZERS[args.torch_optimizer](
+        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": rest, "weight_decay": 0.0}],
+        lr=args.learning_rate, eps=1e-6)
     schedule = transformers.get_linear_schedule_with_warmup(
         optimizer, int(steps * WARMUP_PROPORTION), steps)
     generator = torch.Generator().manual_seed(seed)
@@ -217,6 +217,33 @@ def torch_run(args: argparse.Namespace, data_dir: str, seed: int) -> dict:
             "wall_seconds": time.perf_counter() - wall}
 
 
+class BertAdam(torch.optim.Optimizer):
+    """google-research/bert's AdamWeightDecayOptimizer (the optimizer bert_tf runs): Adam's
+    moments without bias correction, weight decay added to the update."""
+
+    def __init__(self, params, lr: float, eps: float = 1e-6, betas=(0.9, 0.999)):
+        super().__init__(params, {"lr": lr, "eps": eps, "betas": betas, "weight_decay": 0.0})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["m"], state["v"] = torch.zeros_like(p), torch.zeros_like(p)
+                state["m"].mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                state["v"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                update = state["m"] / (state["v"].sqrt() + group["eps"])
+                p.add_(update + group["weight_decay"] * p, alpha=-group["lr"])
+
+
+# --torch_optimizer: transformers' usual AdamW (bias-corrected), or the original's.
+TORCH_OPTIMIZERS = {"adamw": torch.optim.AdamW, "bert": BertAdam}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=2000, help="training questions")
@@ -227,6 +254,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--window", type=int, default=20, help="steps per timed window")
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--sides", default="transformers,bert_tf",
+                        help="which sides run (the other's figures are not printed)")
+    parser.add_argument("--torch_optimizer", choices=sorted(TORCH_OPTIMIZERS), default="adamw",
+                        help="transformers' side: torch's AdamW (bias-corrected) or "
+                             "google-research/bert's (no bias correction, as bert_tf)")
     args = parser.parse_args()
     print(json.dumps(machine_info(tf)), flush=True)
     work_dir = tempfile.mkdtemp(prefix="multiple_choice_vs_transformers_")
@@ -234,11 +266,13 @@ def main() -> None:
         counts = write_questions(work_dir, args.train, args.dev)
         print(json.dumps({"questions": counts, "max_seq_length": args.max_seq_length,
                           "batch_size": args.batch_size, "epochs": args.epochs,
-                          "learning_rate": args.learning_rate}), flush=True)
+                          "learning_rate": args.learning_rate,
+                          "torch_optimizer": args.torch_optimizer}), flush=True)
         rows = []
         for k, seed in enumerate(int(s) for s in args.seeds.split(",")):
             sides = [("transformers", lambda: torch_run(args, work_dir, seed)),
                      ("bert_tf", lambda: bert_tf_run(args, work_dir, work_dir, seed))]
+            sides = [(side, run) for side, run in sides if side in args.sides.split(",")]
             for side, run in (sides if k % 2 == 0 else sides[::-1]):
                 row = {"side": side, "seed": seed, **run(),
                        "load_average": round(os.getloadavg()[0], 1)}
@@ -246,6 +280,8 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+    if len({r["side"] for r in rows}) < 2:
+        return
     mean = {side: {key: float(np.mean([r[key] for r in rows if r["side"] == side]))
                    for key in ("dev_accuracy", "questions_per_second")}
             for side in ("bert_tf", "transformers")}
