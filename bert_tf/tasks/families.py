@@ -31,11 +31,6 @@ def family_named(name: str, flag: str = "--task",
     raise UserError(f"{flag} must be one of {', '.join(names(families))}, got {name!r}")
 
 
-def family_of_script(script: str) -> TaskFamily | None:
-    """The family whose script is `script` ("run_ner"), or None."""
-    return next((family for family in FAMILIES if family.script == script), None)
-
-
 def multitask_families() -> tuple[TaskFamily, ...]:
     """The families the multi-task mix offers."""
     return tuple(family for family in FAMILIES if family.multitask is not None)

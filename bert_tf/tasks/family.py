@@ -79,7 +79,6 @@ class TaskFamily:
       name: how users name it: bert-distill's --task, tasks.json's "type" ("classifier").
       script: its script's module name ("run_classifier"); its console command is
         "bert-" + script with "_" as "-" (bert-run-classifier).
-      options_class: its options (a `finetuning.FinetuningOptions` subclass).
       define_flags: defines its script's flags (the shared ones too) on absl's FLAGS.
       options_from_flags: its options from parsed flag values.
       run: `run(options, run_config, strategy=None, training_task=None)`: trains, evaluates,
@@ -105,7 +104,6 @@ class TaskFamily:
 
     name: str
     script: str
-    options_class: type
     define_flags: Callable[[], None]
     options_from_flags: Callable[[flags.FlagValues], finetuning.FinetuningOptions]
     run: Callable[..., dict[str, Any]]

@@ -7,7 +7,7 @@ from bert_tf.tasks.family import TaskFamily
 from bert_tf.tasks.multiple_choice import flags, multitask, task
 
 MULTIPLE_CHOICE = TaskFamily(
-    name="multiple_choice", script="run_swag", options_class=task.MultipleChoiceOptions,
+    name="multiple_choice", script="run_swag",
     define_flags=flags.define_flags, options_from_flags=flags.task_options,
     run=task.run_multiple_choice, prepare=task.prepare,
     default_metric=lambda options: task.DEFAULT_BEST_METRIC,

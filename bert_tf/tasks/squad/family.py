@@ -7,7 +7,7 @@ from bert_tf.tasks.family import TaskFamily
 from bert_tf.tasks.squad import flags, task
 
 SQUAD = TaskFamily(
-    name="squad", script="run_squad", options_class=task.SquadOptions,
+    name="squad", script="run_squad",
     define_flags=flags.define_flags, options_from_flags=flags.task_options, run=task.run_squad,
     prepare=task.prepare, default_metric=lambda options: task.DEFAULT_BEST_METRIC,
     export_head=hf_export.SPAN_HEAD, search_metric=task.DEFAULT_BEST_METRIC,

@@ -44,11 +44,6 @@ class TaskEntry:
     weight: float
     options: FinetuningOptions
 
-    @property
-    def kind(self) -> str:
-        """The family's name: the entry's "type"."""
-        return self.family.name
-
 
 def read_tasks_file(path: str, shared: FinetuningOptions) -> list[TaskEntry]:
     """The tasks of `path`, with the run's shared options (`shared`: model, tokenizer, sequence
