@@ -28,15 +28,21 @@ sides' accuracies are not comparable.
 The seeds alternate the two sides, so a machine whose speed drifts slows both alike; the
 ratio is bert_tf's mean questions/s over transformers'. Prints the machine (benchmarks/
 machine.py), one JSON line per seed and side, then the summary line.
+
+`--replay` takes the randomness out instead: one seed, no dropout in either encoder,
+transformers' side trained on bert_tf's batches in bert_tf's order from bert_tf's initial
+classifier; it prints both sides' mean loss of every --window steps and their dev accuracy.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import glob
 import importlib.resources
 import json
+import logging
 import os
 import re
 import shutil
@@ -49,13 +55,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from absl import logging as absl_logging  # noqa: E402
 from pydoc_data import topics as pydoc_topics  # noqa: E402
 
 from bert_tf.checkpoints import hf_weights  # noqa: E402
+from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.tasks.multiple_choice import data, task as multiple_choice  # noqa: E402
 from bert_tf.text.tokenizers import FullTokenizer  # noqa: E402
 from bert_tf.training import loop as training  # noqa: E402
@@ -143,11 +152,36 @@ def write_questions(directory: str, train: int, dev: int, seed: int = 0) -> dict
 
 
 # ---------------------------------------------------------------- the two sides
-def bert_tf_run(args: argparse.Namespace, data_dir: str, work_dir: str, seed: int) -> dict:
-    """run_swag.py's path: trains and evaluates; questions/s of the last log window."""
+def bert_config(dropout: bool = True) -> BertConfig:
+    """all-MiniLM-L6-v2's configuration, its dropout rates 0 unless `dropout`."""
+    config = hf_weights.bert_config_from_hf(MODEL_DIR)
+    if dropout:
+        return config
+    return dataclasses.replace(config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+class LoggedLosses(logging.Handler):
+    """The training loss of each log line of the loop (`step N/M ... loss X ...`)."""
+
+    LINE = re.compile(r"^step (\d+)/\d+ .*?  loss ([0-9.]+)")
+
+    def __init__(self):
+        super().__init__()
+        self.losses: dict[int, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = self.LINE.match(record.getMessage())
+        if found:
+            self.losses[int(found[1])] = float(found[2])
+
+
+def bert_tf_run(args: argparse.Namespace, data_dir: str, work_dir: str, seed: int,
+                dropout: bool = True) -> dict:
+    """run_swag.py's path: trains and evaluates; questions/s of the last log window, and the
+    loss of every logged step."""
     config_file = os.path.join(work_dir, "bert_config.json")
     with open(config_file, "w", encoding="utf-8") as f:
-        f.write(hf_weights.bert_config_from_hf(MODEL_DIR).to_json_string())
+        f.write(bert_config(dropout).to_json_string())
     options = multiple_choice.MultipleChoiceOptions(
         data_dir=data_dir, train_file="train.jsonl", dev_file="dev.jsonl",
         bert_config_file=config_file, vocab_file=os.path.join(MODEL_DIR, "vocab.txt"),
@@ -160,10 +194,42 @@ def bert_tf_run(args: argparse.Namespace, data_dir: str, work_dir: str, seed: in
         iterations_per_loop=args.window, save_checkpoints_steps=100000, keep_checkpoint_max=1,
         seed=seed)
     started = time.perf_counter()
-    out = multiple_choice.run_multiple_choice(options, run_config)
+    logged, verbosity = LoggedLosses(), absl_logging.get_verbosity()
+    absl_logging.get_absl_logger().addHandler(logged)
+    absl_logging.set_verbosity(absl_logging.INFO)  # the loop logs its windows at INFO
+    try:
+        out = multiple_choice.run_multiple_choice(options, run_config)
+    finally:
+        absl_logging.get_absl_logger().removeHandler(logged)
+        absl_logging.set_verbosity(verbosity)
     return {"questions_per_second": out["train"]["sequences_per_second"],
             "dev_accuracy": out["eval"]["eval_accuracy"], "steps": out["train"]["global_step"],
-            "wall_seconds": time.perf_counter() - started}
+            "wall_seconds": time.perf_counter() - started, "losses": logged.losses}
+
+
+def bert_tf_batches(args: argparse.Namespace, data_dir: str, work_dir: str, seed: int,
+                    steps: int) -> list[np.ndarray]:
+    """The training questions (indices into train.jsonl) of each of bert_tf's first `steps`
+    batches: its input pipeline over the run's records, rows matched to the packed file."""
+    train = packed(os.path.join(data_dir, "train.jsonl"), args.max_seq_length)
+    row_of = {ids.numpy().tobytes(): i for i, ids in enumerate(train["input_ids"].int())}
+    examples = data.read_examples(os.path.join(data_dir, "train.jsonl"))
+    split = multiple_choice.Split("train.jsonl", examples, 4, args.max_seq_length,
+                                  os.path.join(work_dir, f"run_{seed}", "train.tf_record"),
+                                  len(examples))
+    batches = multiple_choice.input_fn(split, True, seed)(None, args.batch_size)
+    return [np.array([row_of[ids.tobytes()] for ids in batch["input_ids"].numpy().reshape(
+                args.batch_size, 4, args.max_seq_length)])
+            for batch in batches.take(steps)]
+
+
+def bert_tf_head(seed: int, max_seq_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The classifier bert_tf's loop starts from with `seed`: the same seeded draws (the loop
+    seeds Keras, then builds the model; the encoder's draws come first)."""
+    keras.utils.set_random_seed(seed)
+    model = multiple_choice.MultipleChoiceTask(bert_config(), max_seq_length).build_model()
+    model(model.dummy_inputs())
+    return model.classifier.weights[0].numpy(), model.classifier.weights[1].numpy()
 
 
 def packed(path: str, max_seq_length: int) -> dict[str, torch.Tensor]:
@@ -177,13 +243,25 @@ def packed(path: str, max_seq_length: int) -> dict[str, torch.Tensor]:
             "labels": torch.tensor(features["label_ids"], dtype=torch.long)}
 
 
-def torch_run(args: argparse.Namespace, data_dir: str, seed: int) -> dict:
-    """BertForMultipleChoice trained as Trainer would; questions/s after the first window."""
+def torch_run(args: argparse.Namespace, data_dir: str, seed: int,
+              replay: tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+              ) -> dict:
+    """BertForMultipleChoice trained as Trainer would; questions/s after the first window.
+    `replay` = (batches, classifier): bert_tf's batches in its order from its initial
+    classifier, dropout only on the pooled vector."""
     torch.manual_seed(seed)
     torch.set_num_threads(os.cpu_count())
     train = packed(os.path.join(data_dir, "train.jsonl"), args.max_seq_length)
     dev = packed(os.path.join(data_dir, "dev.jsonl"), args.max_seq_length)
-    model = transformers.BertForMultipleChoice.from_pretrained(MODEL_DIR)
+    # bert_tf's head keeps the original's fixed 0.1 dropout on the pooled vector.
+    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                  "classifier_dropout": 0.1}
+    model = transformers.BertForMultipleChoice.from_pretrained(
+        MODEL_DIR, **(no_dropout if replay else {}))
+    if replay:
+        with torch.no_grad():  # TF1's output_weights are [labels, H], torch's Linear's too
+            model.classifier.weight.copy_(torch.from_numpy(replay[1][0]))
+            model.classifier.bias.copy_(torch.from_numpy(replay[1][1]))
     count = len(train["labels"])
     steps = int(count / args.batch_size * args.epochs)
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
@@ -193,23 +271,19 @@ def torch_run(args: argparse.Namespace, data_dir: str, seed: int) -> dict:
         lr=args.learning_rate, eps=1e-6)
     schedule = TORCH_SCHEDULES[args.torch_optimizer](
         optimizer, int(steps * WARMUP_PROPORTION), steps)
-    generator = torch.Generator().manual_seed(seed)
     model.train()
-    done, started, wall = 0, None, time.perf_counter()
-    while done < steps:
-        order = torch.randperm(count, generator=generator)
-        for first in range(0, count - args.batch_size + 1, args.batch_size):
-            if done == args.window:
-                started = time.perf_counter()
-            rows = order[first:first + args.batch_size]
-            model(**{name: value[rows] for name, value in train.items()}).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            done += 1
-            if done == steps:
-                break
+    losses, started, wall = {}, None, time.perf_counter()
+    for done, rows in enumerate(replay[0] if replay else
+                                shuffled_batches(count, args.batch_size, steps, seed)):
+        if done == args.window:
+            started = time.perf_counter()
+        loss = model(**{name: value[rows] for name, value in train.items()}).loss
+        loss.backward()
+        losses[done + 1] = float(loss)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
     seconds = time.perf_counter() - started
     model.eval()
     correct = 0
@@ -220,7 +294,20 @@ def torch_run(args: argparse.Namespace, data_dir: str, seed: int) -> dict:
             correct += int((model(**batch).logits.argmax(-1) == labels).sum())
     return {"questions_per_second": (steps - args.window) * args.batch_size / seconds,
             "dev_accuracy": correct / len(dev["labels"]), "steps": steps,
-            "wall_seconds": time.perf_counter() - wall}
+            "wall_seconds": time.perf_counter() - wall, "losses": losses}
+
+
+def shuffled_batches(count: int, batch_size: int, steps: int, seed: int):
+    """`steps` batches of indices: each epoch a new permutation, its last partial batch
+    dropped."""
+    generator, done = torch.Generator().manual_seed(seed), 0
+    while True:
+        order = torch.randperm(count, generator=generator)
+        for first in range(0, count - batch_size + 1, batch_size):
+            yield order[first:first + batch_size]
+            done += 1
+            if done == steps:
+                return
 
 
 class BertAdam(torch.optim.Optimizer):
@@ -260,6 +347,27 @@ TORCH_OPTIMIZERS = {"adamw": torch.optim.AdamW, "bert": BertAdam}
 TORCH_SCHEDULES = {"adamw": transformers.get_linear_schedule_with_warmup, "bert": bert_schedule}
 
 
+def replay(args: argparse.Namespace, work_dir: str, seed: int) -> None:
+    """Both sides on the same batches from the same classifier, with dropout only where
+    bert_tf's head keeps it whatever the configuration (0.1 on the pooled vector, as the
+    original's run_classifier): where their training differs, their losses part (each
+    window's mean loss, as bert_tf logs it)."""
+    bert_tf = bert_tf_run(args, work_dir, work_dir, seed, dropout=False)
+    steps = int(bert_tf["steps"])
+    torch_side = torch_run(args, work_dir, seed, replay=(
+        bert_tf_batches(args, work_dir, work_dir, seed, steps),
+        bert_tf_head(seed, args.max_seq_length)))
+    previous = 0
+    for step in sorted(bert_tf["losses"]):  # bert_tf logs each window's mean loss
+        window = [torch_side["losses"][s] for s in range(previous + 1, step + 1)]
+        print(json.dumps({"step": step, "bert_tf_loss": bert_tf["losses"][step],
+                          "transformers_loss": round(float(np.mean(window)), 4)}))
+        previous = step
+    print(json.dumps({"replay_seed": seed, "torch_optimizer": args.torch_optimizer,
+                      "bert_tf_dev_accuracy": bert_tf["dev_accuracy"],
+                      "transformers_dev_accuracy": torch_side["dev_accuracy"]}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=2000, help="training questions")
@@ -272,6 +380,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--sides", default="transformers,bert_tf",
                         help="which sides run (the other's figures are not printed)")
+    parser.add_argument("--replay", action="store_true",
+                        help="first seed only, no dropout in the encoders: transformers' side "
+                             "trains on bert_tf's batches in its order from its initial "
+                             "classifier; prints both sides' loss every --window steps and "
+                             "their dev accuracy")
     parser.add_argument("--torch_optimizer", choices=sorted(TORCH_OPTIMIZERS), default="bert",
                         help="transformers' side: google-research/bert's optimizer and schedule "
                              "(no bias correction, decay from step 0: bert_tf's), or Trainer's "
@@ -285,13 +398,18 @@ def main() -> None:
                           "batch_size": args.batch_size, "epochs": args.epochs,
                           "learning_rate": args.learning_rate,
                           "torch_optimizer": args.torch_optimizer}), flush=True)
+        if args.replay:
+            replay(args, work_dir, int(args.seeds.split(",")[0]))
+            return
         rows = []
         for k, seed in enumerate(int(s) for s in args.seeds.split(",")):
             sides = [("transformers", lambda: torch_run(args, work_dir, seed)),
                      ("bert_tf", lambda: bert_tf_run(args, work_dir, work_dir, seed))]
             sides = [(side, run) for side, run in sides if side in args.sides.split(",")]
             for side, run in (sides if k % 2 == 0 else sides[::-1]):
-                row = {"side": side, "seed": seed, **run(),
+                figures = run()
+                figures.pop("losses")
+                row = {"side": side, "seed": seed, **figures,
                        "load_average": round(os.getloadavg()[0], 1)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)

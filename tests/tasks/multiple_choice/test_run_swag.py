@@ -171,6 +171,43 @@ def test_transformers_loads_the_hf_export_and_gives_the_same_probabilities(swag)
     np.testing.assert_allclose(torch.softmax(logits, -1).numpy(), swag["results"], atol=1e-5)
 
 
+def test_gradients_are_transformers_for_the_same_weights_and_questions(swag):
+    """One training step's loss and every weight's gradient equal BertForMultipleChoice's
+    (dropout off on both sides): what the two sides' training can differ in is the optimizer,
+    the schedule and the random draws, not the model or its loss."""
+    directory = swag["root"] / "hf"
+    ours = multiple_choice.MultipleChoiceModel(bert_config_from_hf(directory))
+    assert not checkpoints.init_from_checkpoint(ours, directory).missing
+    theirs = transformers.BertForMultipleChoice.from_pretrained(
+        directory, attn_implementation="eager").eval()
+    batch, labels = _packed(swag["dev"], swag["vocab"]), [e.label for e in swag["dev"]]
+    task = multiple_choice.MultipleChoiceTask(ours.encoder.config, SEQ)
+    features = {"input_ids": batch["input_ids"], "input_mask": batch["attention_mask"],
+                "segment_ids": batch["token_type_ids"]}
+    features = {name: tf.constant(value.numpy(), tf.int32) for name, value in features.items()}
+    features.update(label_ids=tf.constant(labels), is_real_example=tf.ones([len(labels)]))
+    mappings = checkpoints.model_mappings(ours)
+    with tf.GradientTape() as tape:
+        loss = (task.losses(features, task.forward(ours, features, training=False))
+                [multiple_choice.LOSS_TERM] / len(labels))
+    gradients = tape.gradient(loss, [m.variable for m in mappings])
+    expected = theirs(**batch, labels=torch.tensor(labels))
+    expected.loss.backward()
+    assert float(loss) == pytest.approx(float(expected.loss), abs=1e-6)
+    theirs_by_name = dict(theirs.named_parameters())
+    assert len(mappings) == len(theirs_by_name)
+    # Gradients that are 0 in exact arithmetic (the score's bias, the keys' biases: a softmax
+    # ignores what it adds to every score) are float32 noise on both sides: compared to the
+    # largest gradient, not to themselves.
+    scale = max(float(p.grad.abs().max()) for p in theirs_by_name.values())
+    for mapping, gradient in zip(mappings, gradients):
+        want = next(p for n, p in theirs_by_name.items() if n.endswith(mapping.hf_name)).grad
+        want = want.numpy().T if mapping.transpose else want.numpy()
+        got = np.asarray(tf.convert_to_tensor(gradient))
+        np.testing.assert_allclose(got, want.reshape(got.shape), rtol=1e-4, atol=1e-6 * scale,
+                                   err_msg=mapping.name)
+
+
 def _transformers_made(family: str, directory, vocab: str) -> str:
     """A random-init transformers multiple-choice model (biases and LayerNorms perturbed),
     saved with save_pretrained, the fixture's vocab.txt beside it."""
