@@ -34,6 +34,7 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
+from bert_tf.serving import openvino_fusion
 from bert_tf.serving import precision as export_dtypes
 from bert_tf.serving.saved_model import model_inputs_spec, require_tensorflow_text
 from bert_tf.model.inputs import MODEL_INPUTS
@@ -189,10 +190,18 @@ def _split(module: TextModel) -> _Split:
     return _Split(prepare, model, finish, sorted(outputs))
 
 
-def convert(model: tf.types.experimental.ConcreteFunction, output_names: Sequence[str]):
-    """The OpenVINO model of `model` (MODEL_INPUTS in, `output_names` out, named so)."""
+def convert(model: tf.types.experimental.ConcreteFunction, output_names: Sequence[str],
+            fuse: bool = True):
+    """The OpenVINO model of `model` (MODEL_INPUTS in, `output_names` out, named so).
+
+    `fuse`: its LayerNorms and erf GELUs rewritten into the nodes OpenVINO runs as one kernel
+    each (`openvino_fusion`: the same functions); False keeps the converter's graph (to measure
+    the difference).
+    """
     ov = require_openvino()
     converted = ov.convert_model(model)
+    if fuse:
+        openvino_fusion.fuse(converted)
     for port in converted.inputs:
         port.get_tensor().set_names({port.get_any_name().split(":")[0]})
     if len(converted.outputs) != len(output_names):
