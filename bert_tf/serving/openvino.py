@@ -385,16 +385,24 @@ class OpenVinoExport:
         prepare = self._text.signatures[self.manifest["signatures"][key]["prepare"]]
         return sorted(prepare.structured_input_signature[1])
 
-    def signature(self, key: str) -> Callable[..., dict[str, np.ndarray]]:
+    def parts(self, key: str) -> tuple[Callable, Callable, Callable]:
+        """The signature's three steps, each timeable on its own: prepare (texts -> arrays by
+        name: the model's inputs and the state), the model (its inputs -> its outputs) and
+        finish (the model's outputs and the state -> the signature's outputs)."""
         names = self.manifest["signatures"][key]
         prepare, finish = (self._text.signatures[names[k]] for k in ("prepare", "finish"))
-        model = _compiled_call(self._compiled, self.manifest["model_outputs"])
+        return ((lambda **texts: _numpy(prepare(**{k: tf.constant(v) for k, v in texts.items()}))),
+                _compiled_call(self._compiled, self.manifest["model_outputs"]),
+                lambda **values: _numpy(finish(**values)))
+
+    def signature(self, key: str) -> Callable[..., dict[str, np.ndarray]]:
+        prepare, model, finish = self.parts(key)
 
         def call(**texts) -> dict[str, np.ndarray]:
-            prepared = _numpy(prepare(**{k: tf.constant(v) for k, v in texts.items()}))
+            prepared = prepare(**texts)
             outputs = model({name: prepared[name] for name in MODEL_INPUTS})
             state = {k: v for k, v in prepared.items() if k not in MODEL_INPUTS}
-            return _numpy(finish(**{**outputs, **state}))
+            return finish(**{**outputs, **state})
         return call
 
 
