@@ -92,9 +92,12 @@ def _layer_norm_pass(counts: dict[str, int]):
         eps = _constant_value(found[epsilon])
         power = found[square].get_node()
         squared = power.get_type_name() == "Multiply" or _is_scalar(power.input_value(1), 2.0)
-        last_axis = all(a is not None and a.size == 1 and a.ravel()[0] in (
-            -1, found[x].get_partial_shape().rank.get_length() - 1) for a in axes)
-        if not (squared and last_axis and eps is not None and eps.size == 1
+        rank = found[x].get_partial_shape().rank
+        last = {-1} | ({rank.get_length() - 1} if rank.is_static else set())
+        # The statistics over the last axis only, kept as [..., 1] (what `centered` subtracts).
+        last_axis = all(a is not None and a.size == 1 and a.ravel()[0] in last for a in axes)
+        kept = all(found[r].get_node().get_attributes()["keep_dims"] for r in (mean, variance))
+        if not (squared and last_axis and kept and eps is not None and eps.size == 1
                 and _is_scalar(found[exponent], -0.5)):
             return False
         mvn = ops.mvn(found[x], ops.constant(np.array([-1], np.int64)), True,
