@@ -1,22 +1,25 @@
 """Where an OpenVINO call spends its time against TensorFlow's, on the same token ids (no text
-part): the model as the OpenVINO export converts it (the encoder skips the padding: gathers and
-data-dependent shapes) and as a plain [B,S] graph (`static_shapes=True`: every position, all
-keys), int8 and float32, with and without CPU pinning; then OpenVINO's per-node counters of the
-int8 export's model, summed by node and kernel type.
+part): the model as the OpenVINO export converts it (the encoder skips the padding), with its
+LayerNorms and erf GELUs rewritten into `MVN` and `Gelu` (`bert_tf/serving/openvino_fusion.py`,
+as the export does) and as the converter left them (`_unfused`), in int8, bfloat16 and float32;
+then OpenVINO's per-node counters of both int8 models, summed by node and kernel type.
 
     python benchmarks/openvino_profile.py --model=minilm
     python benchmarks/openvino_profile.py --model=base --rounds=3
 
-Prints the machine line, `ops` (the converted graphs' padding ops and the kernels OpenVINO
-picked), the largest output difference to TensorFlow, one line of milliseconds per call (each
-variant's rounds, the calls alternating) with `<variant>_vs_tf` (TensorFlow ms / OpenVINO ms,
-the median over the rounds: above 1 OpenVINO is faster), and `int8_counters`. Random weights
-(seeded); int8 calibrated on the timed batch's rows.
+Prints the machine line, `ops` (per variant: the converted graph's LayerNorm and GELU nodes,
+and the kernels OpenVINO compiled it to), the largest output difference to TensorFlow, one
+line of milliseconds per call (each variant's rounds, the calls alternating) with
+`<variant>_vs_tf` (TensorFlow ms / OpenVINO ms, the median over the rounds: above 1 OpenVINO is
+faster), and `int8_counters`. Random weights (seeded; biases, LayerNorm scales and shifts
+drawn too, as a trained model has them: zero biases would be folded away by the converter);
+int8 calibrated on the timed batch's rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import sys
@@ -37,7 +40,12 @@ from bert_tf.model.config import BertConfig  # noqa: E402
 from bert_tf.serving import openvino  # noqa: E402
 from bert_tf.serving.saved_model import model_inputs_spec  # noqa: E402
 
-_PADDING_OPS = {"GatherND", "NonZero", "ScatterNDUpdate", "MVN"}
+# The converted graph's nodes that say whether LayerNorm and GELU were fused.
+_GRAPH_OPS = ("MVN", "Gelu", "ReduceMean", "Power", "Erf", "FakeQuantize")
+# The compiled model's kernels that say where the element-wise work went.
+_RUNTIME_OPS = ("FullyConnected", "MVN", "Eltwise", "Reduce", "FakeQuantize", "Subgraph",
+                "Transpose")
+_INFERENCE_PRECISION = {"int8": "f32", "bf16": "bf16", "f32": "f32"}
 
 
 def _config(name: str) -> BertConfig:
@@ -87,6 +95,27 @@ def _counters(compiled, features: dict[str, np.ndarray]) -> dict:
             "by_kind_ms": [(kind, round(ms, 1)) for kind, ms in top]}
 
 
+def _count(names, kept) -> dict[str, int]:
+    counts = collections.Counter(names)
+    return {name: counts[name] for name in kept}
+
+
+def _op_counts(ov_model, compiled) -> dict[str, dict[str, int]]:
+    """The converted graph's LayerNorm/GELU nodes and the compiled model's kernels, counted."""
+    runtime = compiled.get_runtime_model().get_ops()
+    return {"graph": _count((op.get_type_name() for op in ov_model.get_ops()), _GRAPH_OPS),
+            "compiled": _count((op.get_rt_info()["layerType"].astype(str) for op in runtime),
+                               _RUNTIME_OPS)}
+
+
+def _seeded_vectors(model: keras.Model) -> None:
+    """Every bias and LayerNorm scale/shift of `model` moved by N(0, 0.1): trained, not zero."""
+    rng = np.random.default_rng(1)
+    for variable in model.weights:
+        if len(variable.shape) == 1:
+            variable.assign(variable.numpy() + rng.normal(0, 0.1, variable.shape))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=("minilm", "base"), default="minilm")
@@ -95,38 +124,33 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
     args = parser.parse_args()
-    print(json.dumps({"benchmark": "openvino_profile", **machine_info(tf)}), flush=True)
+    print(json.dumps({"benchmark": "openvino_profile", "openvino": ov.get_version(),
+                      **machine_info(tf)}), flush=True)
     keras.utils.set_random_seed(0)
     model = models.classifier_model(_config(args.model), 2)
-
-    def trace(**call_options):
-        return tf.function(lambda f: {"logits": tf.cast(
-            model(f, training=False, **call_options)["logits"], tf.float32)},
-            input_signature=[model_inputs_spec()]).get_concrete_function()
-
+    _seeded_vectors(model)
+    tf_model = tf.function(lambda f: {"logits": tf.cast(
+        model(f, training=False)["logits"], tf.float32)},
+        input_signature=[model_inputs_spec()]).get_concrete_function()
     features = _batch(args.batch, args.seq)
     tensors = {name: tf.constant(value) for name, value in features.items()}
     calibration = [{k: v[i:i + 1] for k, v in features.items()} for i in range(args.batch)]
-    tf_model = trace()
     calls = {"tf": lambda: tf_model(tensors)}
     outputs = {"tf": tf_model(tensors)["logits"].numpy()}
-    ops, core, int8_export = {}, ov.Core(), None
-    for graph, traced in (("unpad", tf_model), ("grid", trace(static_shapes=True))):
-        converted = openvino.convert(traced, ["logits"])
-        ops[graph] = sorted({op.get_type_name() for op in converted.get_ops()} & _PADDING_OPS)
-        for precision, ov_model in (("int8", openvino.quantize(converted, calibration)),
-                                    ("f32", converted)):
-            pinning = [("", {})] + ([("_nopin", {"ENABLE_CPU_PINNING": False})]
-                                    if graph == "unpad" else [])
-            for suffix, options in pinning:
-                compiled = core.compile_model(ov_model, "CPU", {
-                    "INFERENCE_PRECISION_HINT": "f32", **options})
-                name = f"{precision}_{graph}{suffix}"
-                request = compiled.create_infer_request()
-                calls[name] = lambda r=request: r.infer(features)
-                outputs[name] = request.infer(features)["logits"]
-            if (precision, graph) == ("int8", "unpad"):
-                int8_export = ov_model
+    ops, core, int8_models = {}, ov.Core(), {}
+    for suffix, fuse in (("", True), ("_unfused", False)):
+        converted = openvino.convert(tf_model, ["logits"], fuse=fuse)
+        quantized = openvino.quantize(converted, calibration)
+        int8_models[f"int8{suffix}"] = quantized
+        for precision in ("int8", "bf16", "f32"):
+            ov_model = quantized if precision == "int8" else converted
+            compiled = core.compile_model(ov_model, "CPU", {
+                "INFERENCE_PRECISION_HINT": _INFERENCE_PRECISION[precision]})
+            name = f"{precision}{suffix}"
+            ops[name] = _op_counts(ov_model, compiled)
+            request = compiled.create_infer_request()
+            calls[name] = lambda r=request: r.infer(features)
+            outputs[name] = request.infer(features)["logits"]
     print(json.dumps({"ops": ops, "max_abs_difference_to_tf": {
         name: float(np.abs(value - outputs["tf"]).max()) for name, value in outputs.items()}}),
         flush=True)
@@ -137,9 +161,10 @@ def main() -> None:
         **{f"{name}_ms": [round(x) for x in values] for name, values in ms.items()},
         **{f"{name}_vs_tf": round(float(np.median(np.divide(ms["tf"], values))), 2)
            for name, values in ms.items() if name != "tf"}}), flush=True)
-    compiled = core.compile_model(int8_export, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+    for name, ov_model in int8_models.items():
+        compiled = core.compile_model(ov_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
                                                        "PERF_COUNT": True})
-    print(json.dumps({"int8_counters": _counters(compiled, features)}), flush=True)
+        print(json.dumps({f"{name}_counters": _counters(compiled, features)}), flush=True)
 
 
 if __name__ == "__main__":

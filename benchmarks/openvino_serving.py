@@ -22,6 +22,10 @@ v1.1 set, exports it by run_squad (TensorFlow float32; OpenVINO int8, bfloat16, 
 each export's F1 on the 403 dev questions against float32 and times the dev questions:
 
     python benchmarks/openvino_serving.py --models=minilm_squad --repeats=3 --min_seconds=2
+
+`--time_parts` adds, for `minilm_finetuned`, one line per OpenVINO export, batch size and kind
+of texts: the milliseconds of its prepare (text -> ids, TensorFlow), model (OpenVINO) and
+finish (TensorFlow) steps each on its own, and of the TensorFlow export's whole call.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -91,6 +96,47 @@ def measure(model_name: str, exports: dict[str, str], kinds: dict[str, list[dict
         print(json.dumps(row), flush=True)
 
 
+def _milliseconds(call: Callable, seconds: float) -> float:
+    call()
+    count, start = 0, time.perf_counter()
+    while count < 2 or time.perf_counter() - start < seconds:
+        call()
+        count += 1
+    return (time.perf_counter() - start) / count * 1000
+
+
+def time_parts(model_name: str, exports: dict[str, str], kinds: dict[str, list[dict[str, str]]],
+               args) -> None:
+    """One JSON line per OpenVINO export, batch size and kind of inputs: the ms of its three
+    steps on their own (the text part's prepare and finish on TensorFlow, the model on
+    OpenVINO), each round's, and TensorFlow's whole call, to see what is left around the
+    model."""
+    from bert_tf.model.inputs import MODEL_INPUTS
+
+    tensorflow = predict.load_signature(exports["tensorflow"], "serving_default")[1]
+    for batch, kind in [(b, k) for b in args.batch_sizes for k in kinds]:
+        chunk = kinds[kind][:batch]
+        texts = {name: [example[name] for example in chunk] for name in chunk[0]}
+        inputs = {name: tf.constant(values) for name, values in texts.items()}
+        for precision in [p for p in PRECISIONS if p in exports]:
+            export = predict.load_signature(exports[precision], "serving_default")[0]
+            prepare, model, finish = export.parts("serving_default")
+            prepared = prepare(**texts)
+            features = {name: prepared[name] for name in MODEL_INPUTS}
+            finish_inputs = {**model(features), **{
+                k: v for k, v in prepared.items() if k not in MODEL_INPUTS}}
+            steps = {"prepare": lambda: prepare(**texts), "model": lambda: model(features),
+                     "finish": lambda: finish(**finish_inputs),
+                     "tensorflow_call": lambda: tensorflow(**inputs)}
+            ms = {name: [] for name in steps}
+            for _ in range(args.repeats):
+                for name, step in steps.items():
+                    ms[name].append(round(_milliseconds(step, args.min_seconds / 2), 2))
+            print(json.dumps({"model": model_name, "precision": precision, "batch": batch,
+                              "texts": kind, **{f"{k}_ms": v for k, v in ms.items()},
+                              "load_average_1min": os.getloadavg()[0]}), flush=True)
+
+
 def finetuned_minilm(args, work_dir: str, texts: list[str]) -> None:
     """Fine-tunes MiniLM on --classifier_dir, exports it every way, prints `dev` and speed."""
     run_args = argparse.Namespace(**vars(args), dtype="float32", xla=False, dynamic_padding=True,
@@ -100,6 +146,8 @@ def finetuned_minilm(args, work_dir: str, texts: list[str]) -> None:
     exports = {"tensorflow": os.path.join(work_dir, "export_float32")}
     exports.update(report_dev("minilm_finetuned", work_dir, "export_openvino_"))
     measure("minilm_finetuned", exports, text_kinds(texts), args)
+    if args.time_parts:
+        time_parts("minilm_finetuned", exports, text_kinds(texts), args)
 
 
 def report_dev(model_name: str, work_dir: str, prefix: str) -> dict[str, str]:
@@ -213,6 +261,8 @@ def main() -> None:
     parser.add_argument("--squad_max_seq_length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min_seconds", type=float, default=3.0)
+    parser.add_argument("--time_parts", action="store_true",
+                        help="minilm_finetuned: also time prepare, model and finish apart")
     args = parser.parse_args()
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(json.dumps({"benchmark": "openvino_serving_machine", **machine_info(tf),

@@ -34,6 +34,7 @@ from absl import logging
 
 from bert_tf import filesystem
 from bert_tf.errors import UserError
+from bert_tf.serving import openvino_fusion
 from bert_tf.serving import precision as export_dtypes
 from bert_tf.serving.saved_model import model_inputs_spec, require_tensorflow_text
 from bert_tf.model.inputs import MODEL_INPUTS
@@ -189,10 +190,18 @@ def _split(module: TextModel) -> _Split:
     return _Split(prepare, model, finish, sorted(outputs))
 
 
-def convert(model: tf.types.experimental.ConcreteFunction, output_names: Sequence[str]):
-    """The OpenVINO model of `model` (MODEL_INPUTS in, `output_names` out, named so)."""
+def convert(model: tf.types.experimental.ConcreteFunction, output_names: Sequence[str],
+            fuse: bool = True):
+    """The OpenVINO model of `model` (MODEL_INPUTS in, `output_names` out, named so).
+
+    `fuse`: its LayerNorms and erf GELUs rewritten into the nodes OpenVINO runs as one kernel
+    each (`openvino_fusion`: the same functions); False keeps the converter's graph (to measure
+    the difference).
+    """
     ov = require_openvino()
     converted = ov.convert_model(model)
+    if fuse:
+        openvino_fusion.fuse(converted)
     for port in converted.inputs:
         port.get_tensor().set_names({port.get_any_name().split(":")[0]})
     if len(converted.outputs) != len(output_names):
@@ -376,16 +385,24 @@ class OpenVinoExport:
         prepare = self._text.signatures[self.manifest["signatures"][key]["prepare"]]
         return sorted(prepare.structured_input_signature[1])
 
-    def signature(self, key: str) -> Callable[..., dict[str, np.ndarray]]:
+    def parts(self, key: str) -> tuple[Callable, Callable, Callable]:
+        """The signature's three steps, each timeable on its own: prepare (texts -> arrays by
+        name: the model's inputs and the state), the model (its inputs -> its outputs) and
+        finish (the model's outputs and the state -> the signature's outputs)."""
         names = self.manifest["signatures"][key]
         prepare, finish = (self._text.signatures[names[k]] for k in ("prepare", "finish"))
-        model = _compiled_call(self._compiled, self.manifest["model_outputs"])
+        return ((lambda **texts: _numpy(prepare(**{k: tf.constant(v) for k, v in texts.items()}))),
+                _compiled_call(self._compiled, self.manifest["model_outputs"]),
+                lambda **values: _numpy(finish(**values)))
+
+    def signature(self, key: str) -> Callable[..., dict[str, np.ndarray]]:
+        prepare, model, finish = self.parts(key)
 
         def call(**texts) -> dict[str, np.ndarray]:
-            prepared = _numpy(prepare(**{k: tf.constant(v) for k, v in texts.items()}))
+            prepared = prepare(**texts)
             outputs = model({name: prepared[name] for name in MODEL_INPUTS})
             state = {k: v for k, v in prepared.items() if k not in MODEL_INPUTS}
-            return _numpy(finish(**{**outputs, **state}))
+            return finish(**{**outputs, **state})
         return call
 
 
