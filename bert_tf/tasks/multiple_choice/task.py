@@ -280,8 +280,8 @@ def dev_evaluation(path: str) -> openvino.Evaluation:
     `prediction` (an OpenVINO export is compared with float32 on it)."""
     examples = data.read_examples(path)
     if any(example.label is None for example in examples):
-        raise UserError(f"{path}: no labels; --export_runtime=openvino compares the export with "
-                        "float32 on the dev questions' answers")
+        raise UserError(f"--export_runtime=openvino compares the export with float32 on "
+                        f"--dev_file's answers: {path} has none")
     labels = np.array([example.label for example in examples])
 
     def accuracy(outputs: dict[str, np.ndarray]) -> float:
