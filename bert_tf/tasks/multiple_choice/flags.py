@@ -4,6 +4,7 @@ give."""
 from absl import flags
 
 from bert_tf.cli import flags as training_flags
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.multiple_choice import task as multiple_choice
 from bert_tf.text.chinese.conversion import define_chinese_conversion_flag
 
@@ -22,6 +23,8 @@ def define_flags() -> None:
                         "full path); they may lack labels.")
     flags.DEFINE_string("export_dir", None, "Write a SavedModel that answers raw-text "
                         "questions here (docs/multiple_choice.md).")
+    precision.define_flag(int8=True)
+    openvino.define_flags()
     training_flags.define_model_flags()
     define_chinese_conversion_flag()
     training_flags.define_finetuning_flags()

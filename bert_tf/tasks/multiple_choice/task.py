@@ -31,6 +31,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model.inputs import MODEL_INPUTS
 from bert_tf.records import datasets
 from bert_tf.records import features as record_schemas
+from bert_tf.serving import openvino, precision
 from bert_tf.tasks.multiple_choice import data
 from bert_tf.text import tokenizers
 from bert_tf.tasks import finetuning
@@ -53,6 +54,10 @@ class MultipleChoiceOptions(finetuning.FinetuningOptions):
     dev_file: str = "val.csv"
     test_file: str = "test.csv"
     export_dir: str | None = None
+    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
+    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
+    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)
@@ -235,11 +240,64 @@ def exported_choices(options: MultipleChoiceOptions) -> int:
                     f"{options.data_dir}; the export takes as many choices as their questions")
 
 
+def _export(options: MultipleChoiceOptions, task: MultipleChoiceTask,
+            run_config: training.RunConfig, checkpoint: str | None) -> str:
+    """Writes --export_dir: the TensorFlow SavedModel, or the OpenVINO export compared with
+    float32 on the dev questions."""
+    from bert_tf.tasks.multiple_choice import export
+
+    num_choices = exported_choices(options)
+    if options.export_runtime == "tensorflow":
+        return export.export_multiple_choice(precision.model_in_dtype(
+            training.load_model(task, run_config, checkpoint=checkpoint), task.build_model,
+            options.export_dtype), options, num_choices)
+    # The questions first: their errors come before the model loads.
+    calibration = (serving_questions(options.path(options.train_file),
+                                     options.int8_calibration_examples)
+                   if options.export_dtype == "int8" else [])
+    evaluation = dev_evaluation(options.path(options.dev_file))
+    return export.export_multiple_choice_openvino(
+        training.load_model(task, run_config, checkpoint=checkpoint), options, num_choices,
+        calibration, evaluation)
+
+
+def _serving_inputs(example: data.Example) -> dict[str, str]:
+    """A question as `serving_default`'s inputs."""
+    return {"context": example.context, "stem": example.stem,
+            **{f"choice_{i}": ending for i, ending in enumerate(example.endings)}}
+
+
+def serving_questions(path: str, count: int) -> list[dict[str, str]]:
+    """`count` questions of `path` (a seeded draw; all when there are fewer) as
+    `serving_default`'s inputs: what the int8 export calibrates on."""
+    examples = data.read_examples(path)
+    chosen = np.random.default_rng(0).permutation(len(examples))[:count]
+    return [_serving_inputs(examples[i]) for i in sorted(chosen)]
+
+
+def dev_evaluation(path: str) -> openvino.Evaluation:
+    """The questions of `path` and their accuracy, scored from `serving_default`'s
+    `prediction` (an OpenVINO export is compared with float32 on it)."""
+    examples = data.read_examples(path)
+    if any(example.label is None for example in examples):
+        raise UserError(f"--export_runtime=openvino compares the export with float32 on "
+                        f"--dev_file's answers: {path} has none")
+    labels = np.array([example.label for example in examples])
+
+    def accuracy(outputs: dict[str, np.ndarray]) -> float:
+        return float(np.mean(outputs["prediction"] == labels))
+
+    return openvino.Evaluation([_serving_inputs(e) for e in examples], "accuracy", accuracy,
+                               "prediction")
+
+
 def _check(options: MultipleChoiceOptions) -> None:
     if not (options.do_train or options.do_eval or options.do_predict or options.export_dir
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
+    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
+                          options.int8_calibration_examples)
 
 
 @dataclasses.dataclass
@@ -336,11 +394,7 @@ def run_multiple_choice(options: MultipleChoiceOptions, run_config: training.Run
         write_test_results(out["files"]["test_results"],
                            probabilities(task, run_config, strategy, split, checkpoint))
     if options.export_dir:
-        from bert_tf.tasks.multiple_choice import export
-
-        out["export_dir"] = export.export_multiple_choice(
-            training.load_model(task, run_config, checkpoint=checkpoint), options,
-            exported_choices(options))
+        out["export_dir"] = _export(options, task, run_config, checkpoint)
         logging.info("Exported the SavedModel to %s", out["export_dir"])
     if options.export_hf_dir:
         out["export_hf_dir"] = finetuning.export_hf(

@@ -1,11 +1,13 @@
 """run_swag.py end to end on a tiny model, trained once (in process) and reused: eval and test
 results against a numpy reference, the raw-text export reproduced without bert_tf and by
 bert-predict, Hugging Face both ways against transformers' *ForMultipleChoice, ALBERT and
-ELECTRA encoders under the head, and distillation and search through the task-family
-interface."""
+ELECTRA encoders under the head, the OpenVINO int8 export, and distillation and search through
+the task-family interface."""
 
 import csv
+import io
 import json
+import logging
 import os
 import sys
 
@@ -17,9 +19,10 @@ import transformers
 
 from bert_tf.checkpoints import name_map as checkpoints
 from bert_tf.checkpoints.hf_weights import bert_config_from_hf
+from bert_tf.errors import UserError
 from bert_tf.model.electra.config import ElectraConfig
 from bert_tf.model.families import build_encoder
-from bert_tf.serving import ops
+from bert_tf.serving import openvino, ops
 from bert_tf.serving import predict as bert_predict
 from bert_tf.tasks.multiple_choice import data
 from bert_tf.tasks.multiple_choice import task as multiple_choice
@@ -29,6 +32,7 @@ from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
 from bert_tf.workflows.multitask.run import MultitaskOptions, run_multitask
 from bert_tf.workflows.search import trials
+from conftest import require_extra
 from support.in_process import run_script
 from support.serving_client import run_client
 from support.tiny_models import REPO, read_results, write_tiny_model
@@ -128,12 +132,17 @@ def _client_inputs(examples) -> dict:
             **{f"choice_{i}": [e.endings[i] for e in examples] for i in range(4)}}
 
 
+def _without_stem_inputs(examples) -> dict:
+    """`without_stem`'s inputs for `examples` whose stem moved into each ending."""
+    stemless = [data.Example(e.guid, e.context, "", tuple(f"so it looks {x}" for x in e.endings),
+                             e.label) for e in examples]
+    return {k: v for k, v in _client_inputs(stemless).items() if k != "stem"}
+
+
 def test_export_reproduces_test_results_without_bert_tf_and_through_bert_predict(swag):
     export_dir = str(swag["root"] / "export")
     inputs = _client_inputs(swag["dev"])
-    stemless = [data.Example(e.guid, e.context, "", tuple(f"so it looks {x}" for x in e.endings),
-                             e.label) for e in swag["dev"]]
-    without_stem = {k: v for k, v in _client_inputs(stemless).items() if k != "stem"}
+    without_stem = _without_stem_inputs(swag["dev"])
     got, empty, no_stem = run_client(swag["root"], [
         {"export_dir": export_dir, "signature": "serving_default", "inputs": inputs},
         {"export_dir": export_dir, "signature": "serving_default",
@@ -153,6 +162,58 @@ def test_export_reproduces_test_results_without_bert_tf_and_through_bert_predict
                                         progress=None) == 13
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     np.testing.assert_allclose([r["probabilities"] for r in rows], swag["results"], atol=1e-5)
+
+
+def test_openvino_int8_export_answers_as_the_tensorflow_export(swag, caplog, tmp_path):
+    """The fixture's run exported on OpenVINO in int8 (calibrated on 8 training questions,
+    N rows each): the dev accuracy of float32 and int8 side by side; both signatures within
+    int8's tolerance of the TensorFlow export, through a process without bert_tf and through
+    bert-predict, which names runtime and precision; refused past --export_max_relative_loss."""
+    require_extra("openvino", "openvino")
+    export_dir = swag["root"] / "int8"
+    flags = [*swag["model_flags"], f"--output_dir={swag['root'] / 'run'}",
+             "--export_runtime=openvino"]
+    with caplog.at_level(logging.INFO, logger="absl"):
+        run_script("run_swag.py", [*flags, f"--export_dir={export_dir}", "--export_dtype=int8",
+                                   "--int8_calibration_examples=8"])
+    manifest = json.loads((export_dir / openvino.MANIFEST).read_text(encoding="utf-8"))
+    dev = manifest["dev"]
+    assert (manifest["precision"], dev["metric"], dev["examples"]) == ("int8", "accuracy", 13)
+    assert (export_dir / "model.xml").read_text().count('type="FakeQuantize"') >= 6
+    assert dev["float32"] == pytest.approx(read_results(
+        swag["root"] / "run" / "eval_results.txt")["eval_accuracy"], abs=1e-6)
+    assert (f"{export_dir}: dev accuracy float32 {dev['float32']:.4f}, int8 {dev['int8']:.4f} ("
+            in caplog.text)
+    inputs = _client_inputs(swag["dev"])
+    without_stem = _without_stem_inputs(swag["dev"])
+    got, no_stem = run_client(swag["root"], [
+        {"export_dir": str(export_dir), "signature": "serving_default", "inputs": inputs},
+        {"export_dir": str(export_dir), "signature": "without_stem", "inputs": without_stem}])
+    float32 = swag["results"]  # the TensorFlow export's probabilities (test above)
+    np.testing.assert_allclose(got["probabilities"], float32, atol=0.05)
+    assert np.mean(np.equal(got["prediction"], float32.argmax(axis=1))) == dev[
+        "answers_unchanged"] >= 12 / 13
+    # The stem moved into each ending: the same rows into the same model.
+    np.testing.assert_allclose(no_stem["probabilities"], got["probabilities"], atol=1e-6)
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps({k: v[i] for k, v in inputs.items()}) + "\n"
+                                 for i in range(13)), encoding="utf-8")
+    out, progress = io.StringIO(), io.StringIO()
+    bert_predict.predict_file(str(export_dir), str(questions), out, progress=progress)
+    np.testing.assert_allclose([json.loads(line)["probabilities"] for line in
+                                out.getvalue().splitlines()], got["probabilities"], atol=1e-6)
+    assert progress.getvalue().splitlines()[:2] == [
+        f"{export_dir}: int8 weights and compute",
+        f"{export_dir}: runs on OpenVINO {openvino.require_openvino().get_version().split('-')[0]}"
+        " (CPU, inference precision f32)"]
+    # OpenVINO's float32 loses nothing here; refused when nothing may be lost.
+    with pytest.raises(UserError, match=r"^the float32 export loses more than "
+                                        r"--export_max_relative_loss=-1e-09: dev accuracy "
+                                        r"float32 \d\.\d{4}, float32 \d\.\d{4} \([+-]0\.00% "
+                                        r"relative\), 100\.0% of answers unchanged; not written"):
+        run_script("run_swag.py", [*flags, f"--export_dir={swag['root'] / 'refused'}",
+                                   "--export_max_relative_loss=-1e-9"])
+    assert not (swag["root"] / "refused").exists()
 
 
 def _packed(examples, vocab: str) -> dict[str, torch.Tensor]:
