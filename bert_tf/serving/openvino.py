@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tempfile
 from typing import Callable, Mapping, Protocol, Sequence
 
@@ -48,6 +49,8 @@ _INFERENCE_PRECISION = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
 FINISH = "finish"
 DEFAULT_CALIBRATION_EXAMPLES = 300
 DEFAULT_MAX_RELATIVE_LOSS = 0.01
+# The OpenVINO node names (regular expressions) whose products stay float32 in an int8 export.
+DEFAULT_FLOAT_NODES: tuple[str, ...] = ()
 _BATCH = 32  # texts per call when preparing calibration inputs and comparing on dev
 
 
@@ -118,10 +121,11 @@ def check_precision(precision: str, runtime: str) -> None:
 
 
 def check_export(precision: str, runtime: str, exporting: bool,
-                 calibration_examples: int = DEFAULT_CALIBRATION_EXAMPLES) -> None:
+                 calibration_examples: int = DEFAULT_CALIBRATION_EXAMPLES,
+                 float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES) -> None:
     """Stops before any work when a script's export flags cannot be honoured: the precision
-    and runtime (`check_precision`) and, for an OpenVINO export, the extra and the count of
-    calibration examples."""
+    and runtime (`check_precision`) and, for an OpenVINO export, the extra, the count of
+    calibration examples and the float nodes' patterns."""
     check_precision(precision, runtime)
     if runtime == "tensorflow":
         export_dtypes.check_export_dtype(precision)
@@ -130,6 +134,17 @@ def check_export(precision: str, runtime: str, exporting: bool,
         if calibration_examples < 1:
             raise UserError(f"--int8_calibration_examples={calibration_examples}: give a "
                             "positive number")
+        for pattern in float_nodes:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise UserError(f"--int8_float_nodes: {pattern!r} is not a regular expression "
+                                f"({e})") from None
+
+
+def quantization(float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES) -> "Quantization":
+    """The int8 export's settings from the scripts' flags (--int8_float_nodes)."""
+    return Quantization(ignored_patterns=tuple(float_nodes))
 
 
 def relative_loss(reference: float, candidate: float) -> float:
@@ -213,15 +228,75 @@ def convert(model: tf.types.experimental.ConcreteFunction, output_names: Sequenc
     return converted
 
 
-def quantize(ov_model, calibration: Sequence[dict[str, np.ndarray]]):
-    """`ov_model` with its products in int8: NNCF's post-training quantization (transformer
-    preset: activations per tensor, weights per channel; the ones statistics from `calibration`,
-    one item of model inputs each)."""
-    require_openvino()
-    import nncf  # noqa: PLC0415
+@dataclasses.dataclass(frozen=True)
+class Quantization:
+    """The settings of NNCF's post-training quantization (the int8 export).
 
-    return nncf.quantize(ov_model, nncf.Dataset(list(calibration)),
-                         model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calibration))
+    Attributes:
+      smooth_quant_alpha: SmoothQuant's migration strength on the products (NNCF's transformer
+        default 0.95); negative: no SmoothQuant.
+      fast_bias_correction: NNCF's fast bias correction (else its slower, layer-wise one).
+      preset: "mixed" (asymmetric activations, NNCF's transformer default) or "performance".
+      ignored_patterns: regular expressions of OpenVINO node names kept in float32.
+      max_relative_drop: with a dev evaluation, NNCF's accuracy control: products are returned
+        to float32, the most harmful first, until the dev metric loses at most this fraction
+        of float32's; None: plain post-training quantization.
+    """
+
+    smooth_quant_alpha: float = 0.95
+    fast_bias_correction: bool = True
+    preset: str = "mixed"
+    ignored_patterns: tuple[str, ...] = ()
+    max_relative_drop: float | None = None
+
+
+def quantize(ov_model, calibration: Sequence[dict[str, np.ndarray]],
+             settings: Quantization = Quantization(), validation: Sequence | None = None,
+             validate: Callable | None = None):
+    """`ov_model` with its products in int8: NNCF's post-training quantization (transformer
+    model type: activations per tensor, weights per channel, `settings`; the ones statistics
+    from `calibration`, one item of model inputs each).
+
+    With `settings.max_relative_drop`, `validate(compiled model, items of validation)` ->
+    (metric, [[outputs] per item]) scores a candidate on `validation` (items of model inputs
+    and state) for NNCF's accuracy control."""
+    require_openvino()
+    _check_float_nodes(ov_model, settings.ignored_patterns)
+    import nncf  # noqa: PLC0415
+    from nncf.quantization.advanced_parameters import (  # noqa: PLC0415
+        AdvancedQuantizationParameters, AdvancedSmoothQuantParameters)
+
+    common = dict(
+        model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calibration),
+        preset=nncf.QuantizationPreset(settings.preset),
+        fast_bias_correction=settings.fast_bias_correction,
+        ignored_scope=nncf.IgnoredScope(patterns=list(settings.ignored_patterns),
+                                        validate=False),
+        advanced_parameters=AdvancedQuantizationParameters(
+            smooth_quant_alphas=AdvancedSmoothQuantParameters(
+                matmul=settings.smooth_quant_alpha)))
+    dataset = nncf.Dataset(list(calibration))
+    if settings.max_relative_drop is None:
+        return nncf.quantize(ov_model, dataset, **common)
+    common["advanced_quantization_parameters"] = common.pop("advanced_parameters")
+    return nncf.quantize_with_accuracy_control(
+        ov_model, dataset, nncf.Dataset(list(validation), _model_inputs), validate,
+        max_drop=settings.max_relative_drop, drop_type=nncf.DropType.RELATIVE, **common)
+
+
+def _check_float_nodes(ov_model, patterns: Sequence[str]) -> None:
+    """A UserError for a pattern that names no node of `ov_model` (it would keep nothing float)."""
+    names = [op.get_friendly_name() for op in ov_model.get_ordered_ops()]
+    for pattern in patterns:
+        if not any(re.match(pattern, name) for name in names):
+            products = [name for name, op in zip(names, ov_model.get_ordered_ops())
+                        if op.get_type_name() == "MatMul"]
+            raise UserError(f"--int8_float_nodes: {pattern!r} matches no node of the model "
+                            f"(its products are named as {products[0]!r})")
+
+
+def _model_inputs(item: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: item[name] for name in MODEL_INPUTS}
 
 
 def compile_model(ov_model, precision: str):
@@ -281,7 +356,8 @@ def _same_rows(a: np.ndarray, b: np.ndarray) -> float:
 
 def export(module: TextModel, export_dir: str, precision: str,
            calibration: Sequence[Mapping[str, str]], evaluation: Evaluation,
-           max_relative_loss: float = DEFAULT_MAX_RELATIVE_LOSS) -> str:
+           max_relative_loss: float = DEFAULT_MAX_RELATIVE_LOSS,
+           quantization: Quantization = Quantization()) -> str:
     """Writes the OpenVINO export of `module` (its model in float32) at `export_dir`, atomically.
 
     Args:
@@ -291,6 +367,8 @@ def export(module: TextModel, export_dir: str, precision: str,
       evaluation: the dev set and metric; the float32 model (TensorFlow) and the export's
         precision (OpenVINO) are compared on it: logged, and kept in openvino.json's `dev`.
       max_relative_loss: the largest relative loss of the metric that is written.
+      quantization: int8: NNCF's settings (`Quantization`); its accuracy control scores on
+        `evaluation`.
 
     Returns:
       the absolute export_dir.
@@ -303,17 +381,18 @@ def export(module: TextModel, export_dir: str, precision: str,
     split = _split(module)
     ov_model = convert(split.model, split.model_outputs)
     prepare = split.prepare[next(iter(split.prepare))]
+    dev = _prepared_batches(prepare, evaluation.texts, _BATCH)
+    finish = lambda **values: split.finish(values)  # noqa: E731  (as the saved signature)
+    reference = _run_prepared(dev, lambda f: _numpy(split.model(f)), finish)
     if precision == "int8":
         if not calibration:
             raise UserError("the int8 export calibrates on the training examples: none were read")
         items = [_numpy({k: v[i:i + 1] for k, v in batch.items() if k in MODEL_INPUTS})
                  for batch in _prepared_batches(prepare, calibration, _BATCH)
                  for i in range(len(batch["input_ids"]))]
-        ov_model = quantize(ov_model, items)
+        ov_model = quantize(ov_model, items, quantization, dev,
+                            _validation(evaluation, reference, split, finish))
     compiled = compile_model(ov_model, precision)
-    dev = _prepared_batches(prepare, evaluation.texts, _BATCH)
-    finish = lambda **values: split.finish(values)  # noqa: E731  (as the saved signature)
-    reference = _run_prepared(dev, lambda f: _numpy(split.model(f)), finish)
     candidate = _run_prepared(dev, _compiled_call(compiled, split.model_outputs), finish)
     scores = evaluation.scores(reference, candidate)
     dev = {"metric": evaluation.metric, "float32": scores[0], precision: scores[1],
@@ -324,6 +403,22 @@ def export(module: TextModel, export_dir: str, precision: str,
         evaluation.metric, precision, dev["float32"], dev[precision], dev["answers_unchanged"],
         max_relative_loss))
     return _write(export_dir, _text_module(module), split, ov_model, precision, dev, ov)
+
+
+def _validation(evaluation: Evaluation, reference: dict[str, np.ndarray], split: _Split,
+                finish: Callable) -> Callable:
+    """NNCF's accuracy control's validation function: (a compiled candidate, the prepared dev
+    batches) -> (its dev metric, each batch's model outputs, which NNCF ranks the products by)."""
+    def validate(compiled, batches) -> tuple[float, list[list[np.ndarray]]]:
+        call, outputs = _compiled_call(compiled, split.model_outputs), []
+
+        def recorded(features: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            result = call(features)
+            outputs.append(list(result.values()))
+            return result
+        candidate = _run_prepared(list(batches), recorded, finish)
+        return evaluation.scores(reference, candidate)[1], outputs
+    return validate
 
 
 def _write(export_dir: str, holder: tf.Module, split: _Split, ov_model, precision: str,
@@ -407,7 +502,8 @@ class OpenVinoExport:
 
 
 def define_flags(flag_values=None) -> None:
-    """Defines --export_runtime, --int8_calibration_examples and --export_max_relative_loss."""
+    """Defines --export_runtime, --int8_calibration_examples, --int8_float_nodes and
+    --export_max_relative_loss."""
     from absl import flags  # noqa: PLC0415
 
     flag_values = flag_values or flags.FLAGS
@@ -419,6 +515,10 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_integer("int8_calibration_examples", DEFAULT_CALIBRATION_EXAMPLES,
                          "Training examples the int8 export's quantization is calibrated on.",
                          flag_values=flag_values)
+    flags.DEFINE_list("int8_float_nodes", list(DEFAULT_FLOAT_NODES),
+                      "Regular expressions of the OpenVINO model's node names whose products "
+                      "the int8 export keeps in float32 (comma-separated; empty: every product "
+                      "in int8; docs/serving.md).", flag_values=flag_values)
     flags.DEFINE_float("export_max_relative_loss", DEFAULT_MAX_RELATIVE_LOSS,
                        "An OpenVINO export whose dev metric is lower than float32's by more than "
                        "this fraction of it is not written (0.01: 1%).", flag_values=flag_values)

@@ -6,6 +6,7 @@ loss past the threshold are one line each."""
 import io
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.heavy  # scheduled first: see conftest.py
 
 DEMO = os.path.join(REPO, "demo", "data", "classification")
 MAX_SEQ_LENGTH = 16
+FFN_OUTPUT = r".*/output_dense[^/]*/MatMul"  # the feed-forward output products
 
 
 def _sentences(split: str) -> list[str]:
@@ -54,7 +56,8 @@ def exports(tmp_path_factory):
         run_config)
     classifier_task.run_classifier(classifier_task.ClassifierOptions(
         **common, export_dir=str(directory / "int8"), export_runtime="openvino",
-        export_dtype="int8", int8_calibration_examples=100), run_config)
+        export_dtype="int8", int8_calibration_examples=100, int8_float_nodes=(FFN_OUTPUT,)),
+        run_config)
     return {"float32": str(directory / "float32"), "int8": str(directory / "int8"),
             "vocab_file": vocab_file, "config_file": config_file,
             "run_dir": run_config.output_dir}
@@ -79,6 +82,38 @@ def test_int8_export_is_quantized_and_reports_dev_figures(exports):
     assert manifest["dev"]["metric"] == "accuracy" and manifest["dev"]["examples"] == 200
     assert manifest["dev"]["float32"] == 1.0 and manifest["dev"]["int8"] == 1.0
     assert manifest["dev"]["answers_unchanged"] == 1.0
+
+
+def _int8_products(model_xml: str) -> dict[str, bool]:
+    """{MatMul node name: whether an input comes through a FakeQuantize (an int8 product)}."""
+    ov_model = openvino.require_openvino().Core().read_model(model_xml)
+    return {op.get_friendly_name(): any(
+        port.get_source_output().get_node().get_type_name() == "FakeQuantize"
+        for port in op.inputs()) for op in ov_model.get_ordered_ops()
+        if op.get_type_name() == "MatMul"}
+
+
+def test_int8_float_nodes_keep_their_products_float32(exports):
+    products = _int8_products(os.path.join(exports["int8"], "model.xml"))
+    ffn_output = [name for name in products if re.match(FFN_OUTPUT, name)]
+    assert len(ffn_output) == 1 and not products[ffn_output[0]]  # the one layer's
+    assert sum(products.values()) == len(products) - 1 >= 6  # every other product in int8
+
+
+def test_int8_float_nodes_that_name_nothing_are_one_line():
+    ov = openvino.require_openvino()
+    x = ov.opset13.parameter([1, 4], np.float32, name="x")
+    product = ov.opset13.matmul(x, ov.opset13.constant(np.ones((4, 2), np.float32)), False,
+                                False, name="layer_0/output_dense/MatMul")
+    ov_model = ov.Model([product], [x])
+    with pytest.raises(UserError, match=r"^--int8_float_nodes: 'pooler/\.\*' matches no node of "
+                                        r"the model \(its products are named as "
+                                        r"'layer_0/output_dense/MatMul'\)$"):
+        openvino.quantize(ov_model, [{"x": np.ones((1, 4), np.float32)}],
+                          openvino.quantization(["pooler/.*"]))
+    with pytest.raises(UserError, match=r"^--int8_float_nodes: 'layer_\(0' is not a regular "
+                                        r"expression \(missing \), unterminated subpattern"):
+        openvino.check_export("int8", "openvino", True, float_nodes=["layer_(0"])
 
 
 def test_int8_answers_as_float32_on_the_test_sentences(exports, tmp_path):

@@ -189,7 +189,9 @@ def export_classifier_openvino(model: keras.Model, export_dir: str, labels: Sequ
                                tokenizer: tf.Module, max_seq_length: int, pair: bool,
                                precision: str, calibration: Sequence[Mapping[str, str]],
                                evaluation: openvino.Evaluation, max_relative_loss: float,
-                               long_text: LongText = LongText()) -> str:
+                               long_text: LongText = LongText(),
+                               quantization: openvino.Quantization = openvino.Quantization()
+                               ) -> str:
     """Writes the classifier's OpenVINO export (`bert_tf.serving.openvino`): the raw-text
     signature of `export_classifier`, its model on OpenVINO in `precision`.
 
@@ -199,6 +201,7 @@ def export_classifier_openvino(model: keras.Model, export_dir: str, labels: Sequ
       evaluation: the dev set the export is compared with float32 on, before it is written.
       max_relative_loss: the largest relative loss of the dev metric that is written.
       labels, tokenizer, max_seq_length, pair, long_text: as `export_classifier`'s.
+      quantization: int8: NNCF's settings (`openvino.quantization`, --int8_float_nodes).
 
     Returns:
       export_dir.
@@ -206,4 +209,4 @@ def export_classifier_openvino(model: keras.Model, export_dir: str, labels: Sequ
     module = _ClassifierServing(model, list(labels), False, tokenizer, max_seq_length, pair,
                                 long_text=long_text)
     return openvino.export(module, export_dir, precision, calibration, evaluation,
-                           max_relative_loss)
+                           max_relative_loss, quantization)

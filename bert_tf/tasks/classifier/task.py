@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import keras
 import numpy as np
@@ -72,6 +72,7 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     export_dtype: str = "float32"  # the export's weights and compute (serving/precision.py)
     export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
     int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
     export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
     processor: str | None = None
     threshold: float = multi_label_metrics.DEFAULT_THRESHOLD
@@ -368,7 +369,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
     openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples)
+                          options.int8_calibration_examples, options.int8_float_nodes)
     prepared = prepare(options, run_config, strategy)
     options, task, loop_task, cache = (prepared.options, prepared.task, prepared.loop_task,
                                        prepared.cache)
@@ -420,7 +421,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             calibration=serving_texts(prepared, "train", options.int8_calibration_examples)
             if options.export_dtype == "int8" else [],
             evaluation=dev_evaluation(prepared), max_relative_loss=options.export_max_relative_loss,
-            long_text=long_text)
+            long_text=long_text, quantization=openvino.quantization(options.int8_float_nodes))
     elif options.export_dir:
         model = precision.model_in_dtype(
             training.load_model(loop_task, run_config, checkpoint=checkpoint),

@@ -145,7 +145,8 @@ def export_features_openvino(encoder: keras.Model, export_dir: str, tokenizer: t
                              layers: Sequence[int], max_seq_length: int, precision: str,
                              calibration: Sequence[Mapping[str, str]],
                              comparison: Sequence[Mapping[str, str]],
-                             max_relative_loss: float) -> str:
+                             max_relative_loss: float,
+                             quantization: openvino.Quantization = openvino.Quantization()) -> str:
     """Writes the features OpenVINO export (`bert_tf.serving.openvino`): `export_features`'
     signatures, the encoder on OpenVINO in `precision` (int8 calibrated on `calibration`,
     `{"text": line}` each), compared with float32 on `comparison` before it is written
@@ -158,7 +159,7 @@ def export_features_openvino(encoder: keras.Model, export_dir: str, tokenizer: t
     evaluation = openvino.Evaluation(comparison, "cosine", vector_agreement, "tokens",
                                      against_float32=True)
     return openvino.export(module, export_dir, precision, calibration, evaluation,
-                           max_relative_loss)
+                           max_relative_loss, quantization)
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -69,6 +69,7 @@ class ExtractionOptions:
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
     export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
     int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
     export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
     dtype: str = "float32"  # the encoder's compute dtype for the JSON lines, or "auto"
 
@@ -183,7 +184,8 @@ def _export(options: ExtractionOptions, encoder, build: Callable) -> None:
         export.export_features_openvino(
             encoder, options.export_dir, tokenizer, options.layers, options.max_seq_length,
             options.export_dtype, calibration if options.export_dtype == "int8" else [],
-            comparison, options.export_max_relative_loss)
+            comparison, options.export_max_relative_loss,
+            openvino.quantization(options.int8_float_nodes))
     else:
         export.export_features(precision.model_in_dtype(encoder, build, options.export_dtype),
                                options.export_dir, tokenizer, options.layers,
@@ -243,7 +245,7 @@ def extract_features(options: ExtractionOptions) -> int:
       The number of lines written.
     """
     openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples)
+                          options.int8_calibration_examples, options.int8_float_nodes)
     if options.export_dir and options.export_runtime == "openvino" and not options.input_file:
         raise UserError("--export_runtime=openvino calibrates on and compares with float32 on "
                         "--input_file's lines: give it")

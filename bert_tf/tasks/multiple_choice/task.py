@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import keras
 import numpy as np
@@ -57,6 +57,7 @@ class MultipleChoiceOptions(finetuning.FinetuningOptions):
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
     export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
     int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
     export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     def path(self, name: str) -> str:
@@ -258,7 +259,7 @@ def _export(options: MultipleChoiceOptions, task: MultipleChoiceTask,
     evaluation = dev_evaluation(options.path(options.dev_file))
     return export.export_multiple_choice_openvino(
         training.load_model(task, run_config, checkpoint=checkpoint), options, num_choices,
-        calibration, evaluation)
+        calibration, evaluation, openvino.quantization(options.int8_float_nodes))
 
 
 def _serving_inputs(example: data.Example) -> dict[str, str]:
@@ -297,7 +298,7 @@ def _check(options: MultipleChoiceOptions) -> None:
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
     openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples)
+                          options.int8_calibration_examples, options.int8_float_nodes)
 
 
 @dataclasses.dataclass

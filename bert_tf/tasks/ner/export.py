@@ -219,7 +219,8 @@ def export_tagger_openvino(model: keras.Model, export_dir: str, tokenizer: tf.Mo
                            labels: Sequence[str], max_seq_length: int, window_overlap: int,
                            char_format: bool, decoder: Callable | None, precision: str,
                            calibration: Sequence[Mapping[str, str]],
-                           evaluation: openvino.Evaluation, max_relative_loss: float) -> str:
+                           evaluation: openvino.Evaluation, max_relative_loss: float,
+                           quantization: openvino.Quantization = openvino.Quantization()) -> str:
     """Writes the tagger's OpenVINO export (`bert_tf.serving.openvino`): `export_tagger`'s
     signature, its model on OpenVINO in `precision` (int8 calibrated on `calibration`), compared
     with float32 on `evaluation` before it is written.
@@ -230,4 +231,4 @@ def export_tagger_openvino(model: keras.Model, export_dir: str, tokenizer: tf.Mo
     module = TaggerServing(model, tokenizer, labels, max_seq_length, window_overlap, char_format,
                            decoder)
     return openvino.export(module, export_dir, precision, calibration, evaluation,
-                           max_relative_loss)
+                           max_relative_loss, quantization)

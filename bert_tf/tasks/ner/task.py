@@ -75,6 +75,7 @@ class NerOptions(finetuning.FinetuningOptions):
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
     export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
     int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
     export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     def path(self, name: str) -> str:
@@ -274,7 +275,7 @@ def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
     openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples)
+                          options.int8_calibration_examples, options.int8_float_nodes)
     if options.export_hf_dir and options.lstm_size:
         raise hf_export.HfExportError(hf_export.LSTM_REFUSAL)
     if options.data_format not in tagging.DATA_FORMATS:
@@ -465,7 +466,8 @@ def _export(prepared: PreparedTagger, options: NerOptions, run_config: training.
     return export.export_tagger_openvino(
         model, options.export_dir, **common, precision=options.export_dtype,
         calibration=calibration, evaluation=dev_evaluation(prepared),
-        max_relative_loss=options.export_max_relative_loss)
+        max_relative_loss=options.export_max_relative_loss,
+        quantization=openvino.quantization(options.int8_float_nodes))
 
 
 def _sentence_text(words: Sequence[str], options: NerOptions) -> str:

@@ -413,7 +413,8 @@ def export_squad_openvino(model: keras.Model, export_dir: str, tokenizer: tf.Mod
                           n_best_size: int, max_answer_length: int, do_lower_case: bool,
                           null_threshold: float | None, precision: str,
                           calibration: Sequence[Mapping[str, str]],
-                          evaluation: openvino.Evaluation, max_relative_loss: float) -> str:
+                          evaluation: openvino.Evaluation, max_relative_loss: float,
+                          quantization: openvino.Quantization = openvino.Quantization()) -> str:
     """Writes the SQuAD OpenVINO export (`bert_tf.serving.openvino`): `export_squad`'s
     signature, its span model on OpenVINO in `precision` (int8 calibrated on the windows of
     `calibration`, questions and contexts by input name), compared with float32 on `evaluation`
@@ -425,4 +426,4 @@ def export_squad_openvino(model: keras.Model, export_dir: str, tokenizer: tf.Mod
     module = SquadServing(model, tokenizer, max_seq_length, doc_stride, max_query_length,
                           n_best_size, max_answer_length, do_lower_case, null_threshold)
     return openvino.export(module, export_dir, precision, calibration, evaluation,
-                           max_relative_loss)
+                           max_relative_loss, quantization)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import keras
 import numpy as np
@@ -66,6 +66,7 @@ class SquadOptions(finetuning.FinetuningOptions):
     export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
     export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
     int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
+    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
     export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     @property
@@ -164,7 +165,7 @@ def _check(options: SquadOptions) -> None:
         raise UserError("nothing to do: set --do_train, --do_predict, --export_dir and/or "
                         "--export_hf_dir")
     openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples)
+                          options.int8_calibration_examples, options.int8_float_nodes)
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
@@ -324,7 +325,8 @@ def _export(options: SquadOptions, task: SpanTask, run_config: training.RunConfi
         export_dir = export.export_squad_openvino(
             model, options.export_dir, *settings, precision=options.export_dtype,
             calibration=calibration, evaluation=comparison,
-            max_relative_loss=options.export_max_relative_loss)
+            max_relative_loss=options.export_max_relative_loss,
+            quantization=openvino.quantization(options.int8_float_nodes))
     else:
         export_dir = export.export_squad(precision.model_in_dtype(
             model, task.build_model, options.export_dtype), options.export_dir, *settings)
