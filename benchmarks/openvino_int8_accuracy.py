@@ -38,7 +38,7 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from finetune_vs_transformers import DEMO, MODEL_DIR, bert_tf_run, read_tsv  # noqa: E402
 from machine import machine_info  # noqa: E402
-from openvino_serving import _rates  # noqa: E402
+from openvino_serving import _rates, squad_run  # noqa: E402
 
 from bert_tf.serving import openvino, predict  # noqa: E402
 
@@ -122,24 +122,9 @@ def classifier(args, work_dir: str):
 
 def squad(args, work_dir: str):
     """As `classifier`, for all-MiniLM-L6-v2 fine-tuned on the demo SQuAD v1.1 set."""
-    from bert_tf.checkpoints import name_map as checkpoints
     from bert_tf.tasks.squad import task as squad_task
-    from bert_tf.training import loop as training
 
-    config_file = os.path.join(work_dir, "squad_bert_config.json")
-    with open(config_file, "w", encoding="utf-8") as f:
-        f.write(checkpoints.bert_config_from_hf(MODEL_DIR).to_json_string())
-    squad_dir = os.path.join(DEMO, "squad")
-    options = squad_task.SquadOptions(
-        bert_config_file=config_file, vocab_file=os.path.join(MODEL_DIR, "vocab.txt"),
-        do_lower_case=True, train_file=os.path.join(squad_dir, "train-v1.1.json"),
-        predict_file=os.path.join(squad_dir, "dev-v1.1.json"), do_train=True, do_predict=True,
-        num_train_epochs=args.squad_epochs, max_seq_length=128, doc_stride=64,
-        max_query_length=32, warmup_proportion=0.1)
-    run_config = training.RunConfig(
-        output_dir=os.path.join(work_dir, "squad"), train_batch_size=args.batch_size,
-        learning_rate=args.squad_learning_rate, init_checkpoint=MODEL_DIR, seed=args.seed,
-        log_every_n_steps=args.window, iterations_per_loop=args.window)
+    options, run_config, questions = squad_run(args, work_dir, 128)
     export_only = dataclasses.replace(options, do_train=False, do_predict=False)
     tensorflow_dir = os.path.join(work_dir, "squad_tensorflow")
     if not os.path.isdir(tensorflow_dir):
@@ -152,10 +137,6 @@ def squad(args, work_dir: str):
             export_only, export_runtime="openvino", export_dtype="int8",
             int8_calibration_examples=calibration_examples, export_max_relative_loss=1.0,
             export_dir=export_dir), run_config)
-    with open(options.predict_file, encoding="utf-8") as f:
-        questions = [{"question": qa["question"], "context": p["context"]}
-                     for article in json.load(f)["data"] for p in article["paragraphs"]
-                     for qa in p["qas"]]
     return export, tensorflow_dir, questions
 
 

@@ -164,12 +164,10 @@ def report_dev(model_name: str, work_dir: str, prefix: str) -> dict[str, str]:
     return exports
 
 
-def squad_minilm(args, work_dir: str, texts: list[str]) -> None:
-    """all-MiniLM-L6-v2 fine-tuned on the demo SQuAD v1.1 set (--squad_epochs), exported by
-    run_squad in TensorFlow float32 and on OpenVINO in every precision (int8 calibrated on
-    --calibration_texts training questions, compared with float32 on the 403 dev questions):
-    prints `dev` (F1), then speed on the dev questions."""
-    del texts
+def squad_run(args, work_dir: str, max_seq_length: int):
+    """run_squad's options and run configuration for all-MiniLM-L6-v2 fine-tuned on the demo
+    SQuAD v1.1 set (--squad_epochs, --squad_learning_rate), and the dev questions as
+    `serving_default`'s inputs."""
     from bert_tf.checkpoints import name_map as checkpoints
     from bert_tf.tasks.squad import task as squad_task
     from bert_tf.training import loop as training
@@ -182,12 +180,28 @@ def squad_minilm(args, work_dir: str, texts: list[str]) -> None:
         bert_config_file=config_file, vocab_file=os.path.join(MODEL_DIR, "vocab.txt"),
         do_lower_case=True, train_file=os.path.join(squad_dir, "train-v1.1.json"),
         predict_file=os.path.join(squad_dir, "dev-v1.1.json"), do_train=True, do_predict=True,
-        num_train_epochs=args.squad_epochs, max_seq_length=args.squad_max_seq_length,
+        num_train_epochs=args.squad_epochs, max_seq_length=max_seq_length,
         doc_stride=64, max_query_length=32, warmup_proportion=0.1)
     run_config = training.RunConfig(
         output_dir=os.path.join(work_dir, "squad"), train_batch_size=args.batch_size,
         learning_rate=args.squad_learning_rate, init_checkpoint=MODEL_DIR, seed=args.seed,
         log_every_n_steps=args.window, iterations_per_loop=args.window)
+    with open(options.predict_file, encoding="utf-8") as f:
+        questions = [{"question": qa["question"], "context": p["context"]}
+                     for article in json.load(f)["data"] for p in article["paragraphs"]
+                     for qa in p["qas"]]
+    return options, run_config, questions
+
+
+def squad_minilm(args, work_dir: str, texts: list[str]) -> None:
+    """all-MiniLM-L6-v2 fine-tuned on the demo SQuAD v1.1 set (--squad_epochs), exported by
+    run_squad in TensorFlow float32 and on OpenVINO in every precision (int8 calibrated on
+    --calibration_texts training questions, compared with float32 on the 403 dev questions):
+    prints `dev` (F1), then speed on the dev questions."""
+    del texts
+    from bert_tf.tasks.squad import task as squad_task
+
+    options, run_config, questions = squad_run(args, work_dir, args.squad_max_seq_length)
     result = squad_task.run_squad(options, run_config)
     print(json.dumps({"model": "minilm_squad", "predict_file_eval": result["eval"]}), flush=True)
     export_only = dataclasses.replace(options, do_train=False, do_predict=False)
@@ -200,10 +214,6 @@ def squad_minilm(args, work_dir: str, texts: list[str]) -> None:
             int8_calibration_examples=args.calibration_texts, export_max_relative_loss=1.0,
             export_dir=os.path.join(work_dir, f"squad_openvino_{precision}")), run_config)
     exports.update(report_dev("minilm_squad", work_dir, "squad_openvino_"))
-    with open(options.predict_file, encoding="utf-8") as f:
-        questions = [{"question": qa["question"], "context": p["context"]}
-                     for article in json.load(f)["data"] for p in article["paragraphs"]
-                     for qa in p["qas"]]
     measure("minilm_squad", exports, {"questions": questions}, args)
 
 
