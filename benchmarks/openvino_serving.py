@@ -158,8 +158,9 @@ def report_dev(model_name: str, work_dir: str, prefix: str) -> dict[str, str]:
         exports[precision] = os.path.join(work_dir, f"{prefix}{precision}")
         with open(os.path.join(exports[precision], openvino.MANIFEST), encoding="utf-8") as f:
             figures = json.load(f)["dev"]
+        # + 0.0: no loss prints as 0.0, not -0.0
         dev[precision] = {**figures, "relative_change": round(
-            -openvino.relative_loss(figures["float32"], figures[precision]), 5)}
+            -openvino.relative_loss(figures["float32"], figures[precision]), 5) + 0.0}
     print(json.dumps({"model": model_name, "dev": dev}), flush=True)
     return exports
 
