@@ -54,6 +54,18 @@ DEFAULT_FLOAT_NODES: tuple[str, ...] = ()
 _BATCH = 32  # texts per call when preparing calibration inputs and comparing on dev
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportOptions:
+    """The raw-text export's precision and runtime, in every task's options (the flags of
+    `precision.define_flags` and `define_flags`)."""
+
+    export_dtype: str = "float32"  # the export's weights and compute (serving/precision.py)
+    export_runtime: str = "tensorflow"  # or openvino (this module)
+    int8_calibration_examples: int = DEFAULT_CALIBRATION_EXAMPLES
+    int8_float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES
+    export_max_relative_loss: float = DEFAULT_MAX_RELATIVE_LOSS
+
+
 class TextModel(Protocol):
     """What a task's serving module gives for an OpenVINO export."""
 

@@ -146,6 +146,16 @@ def example_weights(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
     return tf.reshape(tf.cast(features["is_real_example"], tf.float32), [-1])
 
 
+def accuracy_counts(logits: tf.Tensor, label_ids: tf.Tensor,
+                    weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """The loop's `accuracy` metric of [B,N] logits against [B] (or [B,1]) labels: (Σ w over
+    the rows whose argmax is the label, Σ w)."""
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    labels = tf.cast(tf.reshape(label_ids, [-1]), tf.int32)
+    correct = tf.cast(tf.equal(predicted, labels), tf.float32)
+    return tf.reduce_sum(weights * correct), tf.reduce_sum(weights)
+
+
 class EncoderTask(training.Task):
     """A task whose model reads `input_ids, input_mask, segment_ids` (int32 [B,S]) only; the
     other features (labels, weights, ids) are for the loss, metrics and predictions.

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 import keras
 import numpy as np
@@ -50,7 +50,7 @@ from bert_tf.training import best_checkpoint, loop as training
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClassifierOptions(finetuning.FinetuningOptions):
+class ClassifierOptions(finetuning.FinetuningOptions, openvino.ExportOptions):
     """The classifier's options: the shared ones plus run_classifier.py's own flags.
 
     `custom_spec` is the custom task's spec dict (see `classification.custom_task`),
@@ -69,11 +69,6 @@ class ClassifierOptions(finetuning.FinetuningOptions):
     xnli_language: str = "zh"
     custom_spec: Mapping[str, Any] | None = None
     export_dir: str | None = None
-    export_dtype: str = "float32"  # the export's weights and compute (serving/precision.py)
-    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
-    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
-    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
-    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
     processor: str | None = None
     threshold: float = multi_label_metrics.DEFAULT_THRESHOLD
     tune_thresholds: bool = False
@@ -137,10 +132,8 @@ class ClassifierTask(finetuning.EncoderTask):
         if self.regression or self.multi_label:  # from the predictions (eval_metrics)
             return {}
         weights = self._weights(features)
-        predicted = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
-        labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
-        correct = tf.cast(tf.equal(predicted, labels), tf.float32)
-        return {"accuracy": (tf.reduce_sum(weights * correct), tf.reduce_sum(weights))}
+        return {"accuracy": finetuning.accuracy_counts(outputs["logits"], features["label_ids"],
+                                                       weights)}
 
     def predictions(self, features, outputs):
         logits = tf.cast(outputs["logits"], tf.float32)

@@ -52,7 +52,7 @@ COMPARISON_LINES = 128
 
 
 @dataclasses.dataclass(frozen=True)
-class ExtractionOptions:
+class ExtractionOptions(openvino.ExportOptions):
     """What extract_features.py's flags describe (the original's names and defaults)."""
 
     input_file: str | None  # None: export only
@@ -66,11 +66,6 @@ class ExtractionOptions:
     do_lower_case: bool = True
     batch_size: int = 32
     export_dir: str | None = None  # also write a raw-text SavedModel (tasks/features/export.py)
-    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
-    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
-    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
-    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
-    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
     dtype: str = "float32"  # the encoder's compute dtype for the JSON lines, or "auto"
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple
 
 import keras
 import numpy as np
@@ -43,7 +43,7 @@ LOSS_TERM = "multiple_choice"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MultipleChoiceOptions(finetuning.FinetuningOptions):
+class MultipleChoiceOptions(finetuning.FinetuningOptions, openvino.ExportOptions):
     """The multiple-choice options: the shared ones plus run_swag.py's own flags. File names
     are relative to `data_dir` (or absolute); `export_dir`: write a raw-text SavedModel there
     (`bert_tf.tasks.multiple_choice.export`)."""
@@ -54,11 +54,6 @@ class MultipleChoiceOptions(finetuning.FinetuningOptions):
     dev_file: str = "val.csv"
     test_file: str = "test.csv"
     export_dir: str | None = None
-    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
-    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
-    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
-    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
-    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)
@@ -147,10 +142,8 @@ class MultipleChoiceTask(finetuning.EncoderTask):
 
     def metrics(self, features, outputs):
         weights = finetuning.example_weights(features)
-        predicted = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
-        labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
-        correct = tf.cast(tf.equal(predicted, labels), tf.float32)
-        return {"accuracy": (tf.reduce_sum(weights * correct), tf.reduce_sum(weights))}
+        return {"accuracy": finetuning.accuracy_counts(outputs["logits"], features["label_ids"],
+                                                       weights)}
 
     def predictions(self, features, outputs):
         return {"probabilities": tf.nn.softmax(tf.cast(outputs["logits"], tf.float32), axis=-1),

@@ -50,7 +50,7 @@ DEFAULT_BEST_METRIC = "eval_f1"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NerOptions(finetuning.FinetuningOptions):
+class NerOptions(finetuning.FinetuningOptions, openvino.ExportOptions):
     """The tagging options: the shared ones plus run_ner.py's own flags.
 
     File names are relative to `data_dir` (or absolute); `labels` None means: the
@@ -72,11 +72,6 @@ class NerOptions(finetuning.FinetuningOptions):
     crf_learning_rate: float | None = None
     decode: str = "constrained"
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/ner/export.py)
-    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
-    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
-    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
-    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
-    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     def path(self, name: str) -> str:
         return os.path.join(self.data_dir, name)

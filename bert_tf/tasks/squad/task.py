@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import keras
 import numpy as np
@@ -44,7 +44,7 @@ DEFAULT_BEST_METRIC = "f1"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SquadOptions(finetuning.FinetuningOptions):
+class SquadOptions(finetuning.FinetuningOptions, openvino.ExportOptions):
     """SQuAD's options: the shared ones plus run_squad.py's own flags (its defaults).
 
     `null_score_diff_threshold` is a float or "auto" (v2.0: use the threshold that maximises F1
@@ -63,11 +63,6 @@ class SquadOptions(finetuning.FinetuningOptions):
     verbose_logging: bool = False
     null_score_diff_threshold: float | str = 0.0
     export_dir: str | None = None  # write a raw-text SavedModel here (tasks/squad/export.py)
-    export_dtype: str = "float32"  # its weights and compute (serving/precision.py)
-    export_runtime: str = "tensorflow"  # or openvino (serving/openvino.py)
-    int8_calibration_examples: int = openvino.DEFAULT_CALIBRATION_EXAMPLES
-    int8_float_nodes: Sequence[str] = openvino.DEFAULT_FLOAT_NODES
-    export_max_relative_loss: float = openvino.DEFAULT_MAX_RELATIVE_LOSS
 
     @property
     def features(self) -> squad_records.FeatureSettings:
