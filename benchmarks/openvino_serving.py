@@ -26,6 +26,9 @@ each export's F1 on the 403 dev questions against float32 and times the dev ques
 `--time_parts` adds, for `minilm_finetuned`, one line per OpenVINO export, batch size and kind
 of texts: the milliseconds of its prepare (text -> ids, TensorFlow), model (OpenVINO) and
 finish (TensorFlow) steps each on its own, and of the TensorFlow export's whole call.
+
+`--work_dir` keeps the trained model and the exports; a later run with `--reuse_exports` times
+those exports again without training or exporting (`minilm_finetuned` and `base`).
 """
 
 from __future__ import annotations
@@ -141,13 +144,19 @@ def finetuned_minilm(args, work_dir: str, texts: list[str]) -> None:
     """Fine-tunes MiniLM on --classifier_dir, exports it every way, prints `dev` and speed."""
     run_args = argparse.Namespace(**vars(args), dtype="float32", xla=False, dynamic_padding=True,
                                   group_by_length=False)
-    bert_tf_run("classifier", run_args, work_dir, export_dtypes=("float32",),
-                openvino_exports=PRECISIONS)
+    if not _reused(args, [os.path.join(work_dir, f"export_openvino_{p}") for p in PRECISIONS]):
+        bert_tf_run("classifier", run_args, work_dir, export_dtypes=("float32",),
+                    openvino_exports=PRECISIONS)
     exports = {"tensorflow": os.path.join(work_dir, "export_float32")}
     exports.update(report_dev("minilm_finetuned", work_dir, "export_openvino_"))
     measure("minilm_finetuned", exports, text_kinds(texts), args)
     if args.time_parts:
         time_parts("minilm_finetuned", exports, text_kinds(texts), args)
+
+
+def _reused(args, export_dirs: list[str]) -> bool:
+    """Whether --reuse_exports keeps the exports an earlier run left in --work_dir."""
+    return args.reuse_exports and all(os.path.isdir(d) for d in export_dirs)
 
 
 def report_dev(model_name: str, work_dir: str, prefix: str) -> dict[str, str]:
@@ -232,10 +241,14 @@ def random_base(args, work_dir: str, texts: list[str]) -> None:
     config = BertConfig(vocab_size=vocab_size, hidden_size=768, num_hidden_layers=12,
                         num_attention_heads=12, intermediate_size=3072,
                         max_position_embeddings=512, type_vocab_size=2)
+    exports = {"tensorflow": os.path.join(work_dir, "base_tensorflow"),
+               **{p: os.path.join(work_dir, f"base_{p}") for p in PRECISIONS}}
+    if _reused(args, list(exports.values())):
+        measure("base", exports, text_kinds(texts), args)
+        return
     keras.utils.set_random_seed(0)
     model = models.classifier_model(config, 2)
     tokenizer = in_graph_tokenizer(os.path.join(MODEL_DIR, "vocab.txt"), None, True)
-    exports = {"tensorflow": os.path.join(work_dir, "base_tensorflow")}
     export_classifier(model, exports["tensorflow"], ["0", "1"], False, tokenizer,
                       args.max_seq_length, pair=False)
     # Random weights: no task to score; the label agreement with float32 is the figure.
@@ -243,7 +256,6 @@ def random_base(args, work_dir: str, texts: list[str]) -> None:
     evaluation = openvino.Evaluation(sample, "none (random weights)", lambda outputs: 1.0, "label")
     calibration = [{"text_a": t} for t in texts[-args.calibration_texts:]]
     for precision in PRECISIONS:
-        exports[precision] = os.path.join(work_dir, f"base_{precision}")
         export_classifier_openvino(model, exports[precision], ["0", "1"], tokenizer,
                                    args.max_seq_length, False, precision, calibration,
                                    evaluation, max_relative_loss=1.0)
@@ -274,12 +286,18 @@ def main() -> None:
     parser.add_argument("--min_seconds", type=float, default=3.0)
     parser.add_argument("--time_parts", action="store_true",
                         help="minilm_finetuned: also time prepare, model and finish apart")
+    parser.add_argument("--work_dir", default=None,
+                        help="keep the trained model and exports here (default: a scratch dir)")
+    parser.add_argument("--reuse_exports", action="store_true",
+                        help="with --work_dir: time the exports an earlier run left there")
     args = parser.parse_args()
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(json.dumps({"benchmark": "openvino_serving_machine", **machine_info(tf),
                       "classifier_dir": args.classifier_dir}), flush=True)
     texts = [sentence for sentence, _ in read_tsv(args.classifier_dir, "dev")]
-    with tempfile.TemporaryDirectory() as work_dir:
+    with tempfile.TemporaryDirectory() as scratch:
+        work_dir = args.work_dir or scratch
+        os.makedirs(work_dir, exist_ok=True)
         for name in args.models.split(","):
             {"minilm_finetuned": finetuned_minilm, "base": random_base,
              "minilm_squad": squad_minilm}[name](args, work_dir, texts)
