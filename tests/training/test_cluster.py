@@ -57,7 +57,7 @@ def flags(tmp_path_factory):
         f"--bert_config_file={config}", f"--max_seq_length={SEQ}",
         f"--max_predictions_per_seq={PRED}", "--do_train", "--train_batch_size=8",
         "--num_train_steps=12", "--num_warmup_steps=2", "--learning_rate=1e-3",
-        "--save_checkpoints_steps=6", "--log_every_n_steps=100", "--worker_timeout_seconds=10",
+        "--save_checkpoints_steps=6", "--log_every_n_steps=100", "--worker_timeout_seconds=5",
         "--distribution_strategy=multi_worker_mirrored"]
 
 
