@@ -5,7 +5,7 @@ same ids for every runtime): the route docs/serving.md chose against the one it 
     flock /tmp/bert_tf_bench.lock python benchmarks/onnxruntime_route.py --model=minilm \
         --checkpoint=/tmp/int8_acc/classifier --sentences=/tmp/real/sections --rounds=3
     flock /tmp/bert_tf_bench.lock python benchmarks/onnxruntime_route.py --model=base \
-        --sentences=/tmp/real/sections --rounds=3
+        --sentences=/tmp/real/sections --agreement_rows=640 --rounds=3
 
 The ONNX model comes the way a user of bert_tf gets one: the classifier written as a Hugging
 Face directory by bert_tf's own export (`hf_export.export_hf_directory`, what --export_hf_dir
@@ -28,8 +28,9 @@ OpenVINO: INFERENCE_NUM_THREADS; ONNX Runtime: intra_op_num_threads, one inter-o
 label_list.txt, checkpoint); otherwise random weights, seeded as benchmarks/openvino_profile.py
 seeds them. Sentences: --sentences' dev.tsv in a seeded order, [CLS] text [SEP] by
 FullTokenizer (at most 128 tokens); the first --calibration calibrate both int8 routes (one row
-each), the rest are compared with TensorFlow's logits (batches of 32 padded to their longest
-row); the timed batches are the first 32 of those and the first alone.
+each), the rest (or their first --agreement_rows) are compared with TensorFlow's logits (batches
+of 32 padded to their longest row); the timed batches are the first 32 of those and the first
+alone.
 
 Prints the machine line, `onnx` (the optimizer's fused nodes), `agreement` (per route: the
 largest logit difference to TensorFlow float32 and the fraction of argmaxes unchanged), then one
@@ -219,6 +220,8 @@ def main() -> None:
                         help="a directory with a dev.tsv of sentences")
     parser.add_argument("--calibration", type=int, default=openvino.DEFAULT_CALIBRATION_EXAMPLES,
                         help="calibration sentences")
+    parser.add_argument("--agreement_rows", type=int, default=None,
+                        help="the held-out sentences compared (default: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
@@ -249,7 +252,8 @@ def main() -> None:
                        for name, path in files.items()})
     print(json.dumps({"onnx": {"export": "transformers + torch.onnx.export (TorchScript)",
                                "fused_nodes": fused}}), flush=True)
-    batches = [_batch(held_out[i:i + 32]) for i in range(0, len(held_out), 32)]
+    compared = held_out[:args.agreement_rows]
+    batches = [_batch(compared[i:i + 32]) for i in range(0, len(compared), 32)]
     print(json.dumps({"agreement": _agreement(routes, batches)}), flush=True)
     for features in (batches[0], _batch(held_out[:1])):
         print(json.dumps(_timed(routes, features, args)), flush=True)
