@@ -29,14 +29,16 @@ label_list.txt, checkpoint); otherwise random weights, seeded as benchmarks/open
 seeds them. Sentences: --sentences' dev.tsv in a seeded order, [CLS] text [SEP] by
 FullTokenizer (at most 128 tokens); the first --calibration calibrate both int8 routes (one row
 each), the rest (or their first --agreement_rows) are compared with TensorFlow's logits (batches
-of 32 padded to their longest row); the timed batches are the first 32 of those and the first
-alone.
+of 32 padded to their longest row). Timed: `arrived`, the first 32 of those as they come (short
+and long rows, padded to the longest), `bucketed`, the 32 held-out rows nearest the median
+length (little padding), and `one`, the first row alone.
 
 Prints the machine line, `onnx` (the optimizer's fused nodes), `agreement` (per route: the
 largest logit difference to TensorFlow float32 and the fraction of argmaxes unchanged), then one
-line per timed batch: each route's milliseconds per call per round (the calls alternate within
-a round) and `<route>_vs_tf`, TensorFlow float32's ms / the route's, the median over the rounds
-(above 1 the route is faster), with the load average.
+line per timed batch (`length`: its padded length, `real_tokens`: its unpadded ones): each
+route's milliseconds per call per round (the calls alternate within a round) and
+`<route>_vs_tf`, TensorFlow float32's ms / the route's, the median over the rounds (above 1 the
+route is faster), with the load average.
 """
 
 from __future__ import annotations
@@ -108,6 +110,14 @@ def _batch(rows: list[list[int]]) -> Features:
     ids = np.array([row + [0] * (length - len(row)) for row in rows], np.int32)
     return {"input_ids": ids, "input_mask": (ids != 0).astype(np.int32),
             "segment_ids": np.zeros_like(ids)}
+
+
+def _bucket(rows: list[list[int]], size: int) -> list[list[int]]:
+    """The `size` rows nearest the median length: a batch of like lengths, as a server that
+    groups requests by length sends it."""
+    by_length = sorted(rows, key=len)
+    start = max(0, len(by_length) // 2 - size // 2)
+    return by_length[start:start + size]
 
 
 def _hf_inputs(features: Features) -> dict[str, np.ndarray]:
@@ -255,8 +265,10 @@ def main() -> None:
     compared = held_out[:args.agreement_rows]
     batches = [_batch(compared[i:i + 32]) for i in range(0, len(compared), 32)]
     print(json.dumps({"agreement": _agreement(routes, batches)}), flush=True)
-    for features in (batches[0], _batch(held_out[:1])):
-        print(json.dumps(_timed(routes, features, args)), flush=True)
+    timed = {"arrived": batches[0], "bucketed": _batch(_bucket(held_out, 32)),
+             "one": _batch(held_out[:1])}
+    for name, features in timed.items():
+        print(json.dumps({"timed": name, **_timed(routes, features, args)}), flush=True)
 
 
 if __name__ == "__main__":
