@@ -3,7 +3,7 @@ same ids for every runtime): the route docs/serving.md chose against the one it 
 
     pip install onnxruntime==1.31.1 onnx==1.23.2 onnxscript==0.7.2
     flock /tmp/bert_tf_bench.lock python benchmarks/onnxruntime_route.py --model=minilm \
-        --checkpoint=/tmp/int8_acc/classifier --sentences=/tmp/real/sections --rounds=3
+        --checkpoint=/tmp/int8_accuracy/classifier --sentences=/tmp/real/sections --rounds=3
     flock /tmp/bert_tf_bench.lock python benchmarks/onnxruntime_route.py --model=base \
         --sentences=/tmp/real/sections --agreement_rows=640 --rounds=3
 
