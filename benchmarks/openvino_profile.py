@@ -48,7 +48,8 @@ _RUNTIME_OPS = ("FullyConnected", "MVN", "Eltwise", "Reduce", "FakeQuantize", "S
 _INFERENCE_PRECISION = {"int8": "f32", "bf16": "bf16", "f32": "f32"}
 
 
-def _config(name: str) -> BertConfig:
+def model_config(name: str) -> BertConfig:
+    """all-MiniLM-L6-v2's config (`minilm`), or BERT-base's shape with its vocabulary (`base`)."""
     config = checkpoints.bert_config_from_hf(MODEL_DIR)  # all-MiniLM-L6-v2
     if name == "base":
         config = BertConfig(vocab_size=config.vocab_size, hidden_size=768, num_hidden_layers=12,
@@ -67,7 +68,9 @@ def _batch(batch: int, seq: int) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
 
 
-def _milliseconds(calls: dict, rounds: int, seconds: float) -> dict[str, list[float]]:
+def milliseconds(calls: dict, rounds: int, seconds: float) -> dict[str, list[float]]:
+    """Each call's milliseconds per round (at least 3 calls, `seconds` long), the calls
+    alternating within each round after two warm-up calls each."""
     for call in calls.values():
         call()
         call()
@@ -108,12 +111,19 @@ def _op_counts(ov_model, compiled) -> dict[str, dict[str, int]]:
                                _RUNTIME_OPS)}
 
 
-def _seeded_vectors(model: keras.Model) -> None:
+def seeded_vectors(model: keras.Model) -> None:
     """Every bias and LayerNorm scale/shift of `model` moved by N(0, 0.1): trained, not zero."""
     rng = np.random.default_rng(1)
     for variable in model.weights:
         if len(variable.shape) == 1:
             variable.assign(variable.numpy() + rng.normal(0, 0.1, variable.shape))
+
+
+def logits_function(model: keras.Model) -> tf.types.experimental.ConcreteFunction:
+    """`model`'s float32 logits as a traced function of the model's inputs (ids in)."""
+    return tf.function(lambda f: {"logits": tf.cast(
+        model(f, training=False)["logits"], tf.float32)},
+        input_signature=[model_inputs_spec()]).get_concrete_function()
 
 
 def main() -> None:
@@ -127,11 +137,9 @@ def main() -> None:
     print(json.dumps({"benchmark": "openvino_profile", "openvino": ov.get_version(),
                       **machine_info(tf)}), flush=True)
     keras.utils.set_random_seed(0)
-    model = models.classifier_model(_config(args.model), 2)
-    _seeded_vectors(model)
-    tf_model = tf.function(lambda f: {"logits": tf.cast(
-        model(f, training=False)["logits"], tf.float32)},
-        input_signature=[model_inputs_spec()]).get_concrete_function()
+    model = models.classifier_model(model_config(args.model), 2)
+    seeded_vectors(model)
+    tf_model = logits_function(model)
     features = _batch(args.batch, args.seq)
     tensors = {name: tf.constant(value) for name, value in features.items()}
     calibration = [{k: v[i:i + 1] for k, v in features.items()} for i in range(args.batch)]
@@ -154,7 +162,7 @@ def main() -> None:
     print(json.dumps({"ops": ops, "max_abs_difference_to_tf": {
         name: float(np.abs(value - outputs["tf"]).max()) for name, value in outputs.items()}}),
         flush=True)
-    ms = _milliseconds(calls, args.rounds, args.seconds)
+    ms = milliseconds(calls, args.rounds, args.seconds)
     print(json.dumps({
         "model": args.model, "batch": args.batch, "seq": args.seq,
         "real_tokens": int(features["input_mask"].sum()), "load_average_1min": os.getloadavg()[0],
