@@ -65,6 +65,13 @@ class ExportOptions:
     int8_float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES
     export_max_relative_loss: float = DEFAULT_MAX_RELATIVE_LOSS
 
+    def check_export(self, export_dir: str | None) -> None:
+        """`check_export` on these options, for a run that exports to `export_dir` (None: no
+        export): before any work (a distillation checks before its first stage, whose run
+        does not export)."""
+        check_export(self.export_dtype, self.export_runtime, bool(export_dir),
+                     self.int8_calibration_examples, self.int8_float_nodes)
+
 
 class TextModel(Protocol):
     """What a task's serving module gives for an OpenVINO export."""

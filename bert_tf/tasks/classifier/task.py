@@ -361,8 +361,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes)
+    options.check_export(options.export_dir)
     prepared = prepare(options, run_config, strategy)
     options, task, loop_task, cache = (prepared.options, prepared.task, prepared.loop_task,
                                        prepared.cache)

@@ -239,8 +239,7 @@ def extract_features(options: ExtractionOptions) -> int:
     Returns:
       The number of lines written.
     """
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes)
+    options.check_export(options.export_dir)
     if options.export_dir and options.export_runtime == "openvino" and not options.input_file:
         raise UserError("--export_runtime=openvino calibrates on and compares with float32 on "
                         "--input_file's lines: give it")

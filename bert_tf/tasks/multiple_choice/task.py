@@ -290,8 +290,7 @@ def _check(options: MultipleChoiceOptions) -> None:
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes)
+    options.check_export(options.export_dir)
 
 
 @dataclasses.dataclass

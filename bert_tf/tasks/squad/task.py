@@ -159,8 +159,7 @@ def _check(options: SquadOptions) -> None:
     if not (options.do_train or options.do_predict or options.export_dir or options.export_hf_dir):
         raise UserError("nothing to do: set --do_train, --do_predict, --export_dir and/or "
                         "--export_hf_dir")
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes)
+    options.check_export(options.export_dir)
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
