@@ -66,6 +66,18 @@ class ExportOptions:
     int8_min_answers_unchanged: float | None = None
     export_max_relative_loss: float = DEFAULT_MAX_RELATIVE_LOSS
 
+    def check_export(self, export_dir: str | None) -> None:
+        """`check_export` on these options, for a run that exports to `export_dir` (None: no
+        export): before any work (a distillation checks before its first stage, whose run
+        does not export)."""
+        check_export(self.export_dtype, self.export_runtime, bool(export_dir),
+                     self.int8_calibration_examples, self.int8_float_nodes,
+                     self.int8_min_answers_unchanged)
+
+    def quantization(self) -> "Quantization":
+        """The int8 export's NNCF settings from these options (`quantization`)."""
+        return quantization(self.int8_float_nodes, self.int8_min_answers_unchanged)
+
 
 class TextModel(Protocol):
     """What a task's serving module gives for an OpenVINO export."""

@@ -201,7 +201,7 @@ def export_classifier_openvino(model: keras.Model, export_dir: str, labels: Sequ
       evaluation: the dev set the export is compared with float32 on, before it is written.
       max_relative_loss: the largest relative loss of the dev metric that is written.
       labels, tokenizer, max_seq_length, pair, long_text: as `export_classifier`'s.
-      quantization: int8: NNCF's settings (`openvino.quantization`, --int8_float_nodes).
+      quantization: int8: NNCF's settings (`ExportOptions.quantization`: the int8 flags).
 
     Returns:
       export_dir.

@@ -361,9 +361,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                          "--export_dir, --export_hf_dir")
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes,
-                          options.int8_min_answers_unchanged)
+    options.check_export(options.export_dir)
     prepared = prepare(options, run_config, strategy)
     options, task, loop_task, cache = (prepared.options, prepared.task, prepared.loop_task,
                                        prepared.cache)
@@ -415,8 +413,7 @@ def run_classifier(options: ClassifierOptions, run_config: training.RunConfig,
             calibration=serving_texts(prepared, "train", options.int8_calibration_examples)
             if options.export_dtype == "int8" else [],
             evaluation=dev_evaluation(prepared), max_relative_loss=options.export_max_relative_loss,
-            long_text=long_text, quantization=openvino.quantization(
-                options.int8_float_nodes, options.int8_min_answers_unchanged))
+            long_text=long_text, quantization=options.quantization())
     elif options.export_dir:
         model = precision.model_in_dtype(
             training.load_model(loop_task, run_config, checkpoint=checkpoint),

@@ -180,8 +180,7 @@ def _export(options: ExtractionOptions, encoder, build: Callable) -> None:
             encoder, options.export_dir, tokenizer, options.layers, options.max_seq_length,
             options.export_dtype, calibration if options.export_dtype == "int8" else [],
             comparison, options.export_max_relative_loss,
-            openvino.quantization(options.int8_float_nodes,
-                                  options.int8_min_answers_unchanged))
+            options.quantization())
     else:
         export.export_features(precision.model_in_dtype(encoder, build, options.export_dtype),
                                options.export_dir, tokenizer, options.layers,
@@ -240,9 +239,7 @@ def extract_features(options: ExtractionOptions) -> int:
     Returns:
       The number of lines written.
     """
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes,
-                          options.int8_min_answers_unchanged)
+    options.check_export(options.export_dir)
     if options.export_dir and options.export_runtime == "openvino" and not options.input_file:
         raise UserError("--export_runtime=openvino calibrates on and compares with float32 on "
                         "--input_file's lines: give it")

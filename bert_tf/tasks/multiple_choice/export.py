@@ -140,7 +140,7 @@ def export_multiple_choice_openvino(model: keras.Model, options, num_choices: in
       num_choices: N, as `export_multiple_choice`'s.
       calibration: int8: training questions as `serving_default`'s inputs (each gives N rows).
       evaluation: the dev questions and their accuracy.
-      quantization: int8: NNCF's settings (`openvino.quantization`, --int8_float_nodes).
+      quantization: int8: NNCF's settings (`ExportOptions.quantization`: the int8 flags).
 
     Returns:
       export_dir.

@@ -252,8 +252,7 @@ def _export(options: MultipleChoiceOptions, task: MultipleChoiceTask,
     evaluation = dev_evaluation(options.path(options.dev_file))
     return export.export_multiple_choice_openvino(
         training.load_model(task, run_config, checkpoint=checkpoint), options, num_choices,
-        calibration, evaluation, openvino.quantization(
-            options.int8_float_nodes, options.int8_min_answers_unchanged))
+        calibration, evaluation, options.quantization())
 
 
 def _serving_inputs(example: data.Example) -> dict[str, str]:
@@ -291,9 +290,7 @@ def _check(options: MultipleChoiceOptions) -> None:
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes,
-                          options.int8_min_answers_unchanged)
+    options.check_export(options.export_dir)
 
 
 @dataclasses.dataclass

@@ -269,9 +269,7 @@ def _check(options: NerOptions, labels: Sequence[str] | None = None) -> None:
             or options.export_hf_dir):
         raise UserError("nothing to do: set at least one of --do_train, --do_eval, --do_predict, "
                         "--export_dir, --export_hf_dir")
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes,
-                          options.int8_min_answers_unchanged)
+    options.check_export(options.export_dir)
     if options.export_hf_dir and options.lstm_size:
         raise hf_export.HfExportError(hf_export.LSTM_REFUSAL)
     if options.data_format not in tagging.DATA_FORMATS:
@@ -463,8 +461,7 @@ def _export(prepared: PreparedTagger, options: NerOptions, run_config: training.
         model, options.export_dir, **common, precision=options.export_dtype,
         calibration=calibration, evaluation=dev_evaluation(prepared),
         max_relative_loss=options.export_max_relative_loss,
-        quantization=openvino.quantization(
-            options.int8_float_nodes, options.int8_min_answers_unchanged))
+        quantization=options.quantization())
 
 
 def _sentence_text(words: Sequence[str], options: NerOptions) -> str:

@@ -159,9 +159,7 @@ def _check(options: SquadOptions) -> None:
     if not (options.do_train or options.do_predict or options.export_dir or options.export_hf_dir):
         raise UserError("nothing to do: set --do_train, --do_predict, --export_dir and/or "
                         "--export_hf_dir")
-    openvino.check_export(options.export_dtype, options.export_runtime, bool(options.export_dir),
-                          options.int8_calibration_examples, options.int8_float_nodes,
-                          options.int8_min_answers_unchanged)
+    options.check_export(options.export_dir)
     if options.do_train and not options.train_file:
         raise UserError("--do_train needs --train_file")
     if options.do_predict and not options.predict_file:
@@ -322,8 +320,7 @@ def _export(options: SquadOptions, task: SpanTask, run_config: training.RunConfi
             model, options.export_dir, *settings, precision=options.export_dtype,
             calibration=calibration, evaluation=comparison,
             max_relative_loss=options.export_max_relative_loss,
-            quantization=openvino.quantization(
-                options.int8_float_nodes, options.int8_min_answers_unchanged))
+            quantization=options.quantization())
     else:
         export_dir = export.export_squad(precision.model_in_dtype(
             model, task.build_model, options.export_dtype), options.export_dir, *settings)

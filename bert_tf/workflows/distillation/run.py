@@ -207,6 +207,8 @@ def run_distillation(task: str, options: finetuning.FinetuningOptions,
     """
     family = families.family_named(task)
     _check_flags(options, run_config, distillation)
+    # The last stage exports; the stages before it do not, so their runs would not check.
+    options.check_export(options.export_dir)
     options = _with_teacher_vocabulary(options, distillation)
     # Everything that can be checked is, before anything is written or converted.
     teacher_config = model_config.resolve_model_config(

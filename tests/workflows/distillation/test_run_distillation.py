@@ -16,6 +16,7 @@ from bert_tf.serving.saved_model import SIGNATURE_KEY
 from bert_tf.tasks.classifier import task as classifier_task
 from bert_tf.training import loop as training
 from bert_tf.workflows.distillation import run as distillation
+from conftest import require_extra
 from support.serving_client import run_client
 from support.tiny_models import REPO, words_of, write_tiny_model
 
@@ -239,3 +240,50 @@ def test_augmented_training_set_feeds_both_stages(runs):
         originals = f.read().splitlines()[1:]
     assert rows[0::2] == originals  # each original, then its variant
     assert [r.split("\t")[1] for r in rows[1::2]] == [r.split("\t")[1] for r in originals]
+
+
+def _openvino_distillation(runs, name: str, stages: tuple[str, ...], **export):
+    """A distillation into runs/<name> (no evaluation) that exports to runs/<name>_export with
+    `export`'s OpenVINO options."""
+    require_extra("openvino", "openvino")
+    task_options = dataclasses.replace(runs["options"], do_eval=False, do_predict=False,
+                                       export_dir=str(runs["dir"] / f"{name}_export"),
+                                       export_runtime="openvino", **export)
+    return distillation.run_distillation(
+        "classifier", task_options,
+        training.RunConfig(output_dir=str(runs["dir"] / name), train_batch_size=8),
+        distillation.DistillationOptions(teacher_dir=runs["teacher"],
+                                         student_config=runs["student_config"],
+                                         stages=stages, intermediate_epochs=1.0))
+
+
+def test_openvino_export_flags_are_refused_before_the_first_stage(runs):
+    with pytest.raises(UserError, match=r"^--int8_calibration_examples=0: give a positive "
+                                        r"number$"):
+        _openvino_distillation(runs, "no_calibration", ("intermediate", "prediction"),
+                               export_dtype="int8",
+                               int8_calibration_examples=0)
+    # The intermediate stage (whose run does not export) was not trained first.
+    assert not os.path.exists(runs["dir"] / "no_calibration")
+
+
+def test_the_student_exports_to_openvino_int8(runs):
+    from bert_tf.serving import openvino, predict
+
+    out = _openvino_distillation(runs, "int8", ("prediction",), export_dtype="int8",
+                                 int8_calibration_examples=24)
+    export_dir = out["stages"]["prediction"]["export_dir"]
+    with open(os.path.join(export_dir, openvino.MANIFEST), encoding="utf-8") as f:
+        manifest = json.load(f)
+    # Calibrated on the student's training sentences, compared with float32 on its 16 dev ones.
+    assert manifest["runtime"] == "openvino" and manifest["precision"] == "int8"
+    assert manifest["dev"]["metric"] == "accuracy" and manifest["dev"]["examples"] == 16
+    with open(os.path.join(export_dir, "model.xml"), encoding="utf-8") as f:
+        graph = f.read()
+    assert graph.count('type="FakeQuantize"') >= 6  # the products' inputs, int8
+    # The student's one layer, not the teacher's two.
+    assert "/layer_0" in graph and "/layer_1" not in graph
+    _, serve, _ = predict.load_signature(export_dir, SIGNATURE_KEY)
+    probabilities = serve(text_a=np.array(runs["test"], dtype=object))["probabilities"]
+    assert probabilities.shape == (12, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, atol=1e-5)
