@@ -8,6 +8,7 @@ counters of both int8 models, summed by node and kernel type.
 
     python benchmarks/openvino_profile.py --model=minilm
     python benchmarks/openvino_profile.py --model=base --rounds=3
+    python benchmarks/openvino_profile.py --model=minilm --threads=1  # the kernels alone
 
 Prints the machine line, `ops` (per variant: the converted graph's LayerNorm and GELU nodes,
 and the kernels OpenVINO compiled it to), the largest output difference to TensorFlow, one
@@ -137,7 +138,11 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=37, help="the batch's longest row")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads of TensorFlow's ops and of OpenVINO's calls (0: theirs)")
     args = parser.parse_args()
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    threads = {"INFERENCE_NUM_THREADS": args.threads} if args.threads else {}
     print(json.dumps({"benchmark": "openvino_profile", "openvino": ov.get_version(),
                       **machine_info(tf)}), flush=True)
     keras.utils.set_random_seed(0)
@@ -163,7 +168,7 @@ def main() -> None:
             properties = openvino.compile_properties(export_precision)
             if not export_properties:
                 properties = {"INFERENCE_PRECISION_HINT": properties["INFERENCE_PRECISION_HINT"]}
-            compiled = core.compile_model(ov_model, "CPU", properties)
+            compiled = core.compile_model(ov_model, "CPU", {**properties, **threads})
             name = f"{precision}{suffix}"
             ops[name] = _op_counts(ov_model, compiled)
             request = compiled.create_infer_request()
@@ -174,7 +179,7 @@ def main() -> None:
         flush=True)
     ms, cpu = _milliseconds(calls, args.rounds, args.seconds)
     print(json.dumps({
-        "model": args.model, "batch": args.batch, "seq": args.seq,
+        "model": args.model, "batch": args.batch, "seq": args.seq, "threads": args.threads,
         "real_tokens": int(features["input_mask"].sum()), "load_average_1min": os.getloadavg()[0],
         **{f"{name}_ms": [round(x) for x in values] for name, values in ms.items()},
         **{f"{name}_vs_tf": round(float(np.median(np.divide(ms["tf"], values))), 2)
