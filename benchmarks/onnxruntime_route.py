@@ -210,8 +210,8 @@ def _agreement(routes: dict[str, Route], batches: list[Features]) -> dict:
 
 def _timed(routes: dict[str, Route], features: Features, args) -> dict:
     fed = {name: feed(features) for name, (feed, _) in routes.items()}
-    ms = milliseconds({name: (lambda r=run, x=fed[name]: r(x))
-                       for name, (_, run) in routes.items()}, args.rounds, args.seconds)
+    ms, _ = milliseconds({name: (lambda r=run, x=fed[name]: r(x))
+                          for name, (_, run) in routes.items()}, args.rounds, args.seconds)
     return {
         "model": args.model, "batch": len(features["input_ids"]),
         "length": features["input_ids"].shape[1],

@@ -1,19 +1,23 @@
 """Where an OpenVINO call spends its time against TensorFlow's, on the same token ids (no text
-part): the model as the OpenVINO export converts it (the encoder skips the padding), with its
-LayerNorms and erf GELUs rewritten into `MVN` and `Gelu` (`bert_tf/serving/openvino_fusion.py`,
-as the export does) and as the converter left them (`_unfused`), in int8, bfloat16 and float32;
-then OpenVINO's per-node counters of both int8 models, summed by node and kernel type.
+part): the model as the OpenVINO export converts and compiles it (the encoder skips the padding;
+its LayerNorms and erf GELUs rewritten into `MVN` and `Gelu`, `bert_tf/serving/openvino_fusion.py`;
+compiled with the export's CPU properties, `openvino.compile_properties`), the same model
+compiled with OpenVINO's default properties (`_pinned`: threads pinned to cores), and the model
+as the converter left it (`_unfused`), in int8, bfloat16 and float32; then OpenVINO's per-node
+counters of both int8 models, summed by node and kernel type.
 
     python benchmarks/openvino_profile.py --model=minilm
     python benchmarks/openvino_profile.py --model=base --rounds=3
+    python benchmarks/openvino_profile.py --model=minilm --threads=1  # the kernels alone
 
 Prints the machine line, `ops` (per variant: the converted graph's LayerNorm and GELU nodes,
 and the kernels OpenVINO compiled it to), the largest output difference to TensorFlow, one
 line of milliseconds per call (each variant's rounds, the calls alternating) with
 `<variant>_vs_tf` (TensorFlow ms / OpenVINO ms, the median over the rounds: above 1 OpenVINO is
-faster), and `int8_counters`. Random weights (seeded; biases, LayerNorm scales and shifts
-drawn too, as a trained model has them: zero biases would be folded away by the converter);
-int8 calibrated on the timed batch's rows.
+faster) and `<variant>_cpu` (the process's CPU seconds per second of its calls, the median over
+the rounds: how much of the 2 cores a variant got), and `int8_counters`. Random weights
+(seeded; biases, LayerNorm scales and shifts drawn too, as a trained model has them: zero
+biases would be folded away by the converter); int8 calibrated on the timed batch's rows.
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ _GRAPH_OPS = ("MVN", "Gelu", "ReduceMean", "Power", "Erf", "FakeQuantize")
 # The compiled model's kernels that say where the element-wise work went.
 _RUNTIME_OPS = ("FullyConnected", "MVN", "Eltwise", "Reduce", "FakeQuantize", "Subgraph",
                 "Transpose")
-_INFERENCE_PRECISION = {"int8": "f32", "bf16": "bf16", "f32": "f32"}
+_PRECISIONS = {"int8": "int8", "bf16": "bfloat16", "f32": "float32"}  # variant: export's
+# variant suffix: (the LayerNorm/GELU rewrite, the export's CPU properties; else OpenVINO's)
+_VARIANTS = {"": (True, True), "_pinned": (True, False), "_unfused": (False, True)}
 
 
 def model_config(name: str) -> BertConfig:
@@ -68,21 +74,30 @@ def _batch(batch: int, seq: int) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
 
 
-def milliseconds(calls: dict, rounds: int, seconds: float) -> dict[str, list[float]]:
-    """Each call's milliseconds per round (at least 3 calls, `seconds` long), the calls
-    alternating within each round after two warm-up calls each."""
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def milliseconds(calls: dict, rounds: int, seconds: float
+                 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per call: its milliseconds per round (at least 3 calls, `seconds` long, the calls
+    alternating within each round after two warm-up calls each), and the process's CPU
+    seconds per wall second."""
     for call in calls.values():
         call()
         call()
-    ms = {name: [] for name in calls}
+    ms, cpu = {name: [] for name in calls}, {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
-            count, start = 0, time.perf_counter()
+            count, start, cpu_start = 0, time.perf_counter(), _cpu_seconds()
             while count < 3 or time.perf_counter() - start < seconds:
                 call()
                 count += 1
-            ms[name].append((time.perf_counter() - start) / count * 1000)
-    return ms
+            wall = time.perf_counter() - start
+            ms[name].append(wall / count * 1000)
+            cpu[name].append((_cpu_seconds() - cpu_start) / wall)
+    return ms, cpu
 
 
 def _counters(compiled, features: dict[str, np.ndarray]) -> dict:
@@ -133,7 +148,11 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=37, help="the batch's longest row")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads of TensorFlow's ops and of OpenVINO's calls (0: theirs)")
     args = parser.parse_args()
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    threads = {"INFERENCE_NUM_THREADS": args.threads} if args.threads else {}
     print(json.dumps({"benchmark": "openvino_profile", "openvino": ov.get_version(),
                       **machine_info(tf)}), flush=True)
     keras.utils.set_random_seed(0)
@@ -146,14 +165,18 @@ def main() -> None:
     calls = {"tf": lambda: tf_model(tensors)}
     outputs = {"tf": tf_model(tensors)["logits"].numpy()}
     ops, core, int8_models = {}, ov.Core(), {}
-    for suffix, fuse in (("", True), ("_unfused", False)):
-        converted = openvino.convert(tf_model, ["logits"], fuse=fuse)
-        quantized = openvino.quantize(converted, calibration)
-        int8_models[f"int8{suffix}"] = quantized
-        for precision in ("int8", "bf16", "f32"):
-            ov_model = quantized if precision == "int8" else converted
-            compiled = core.compile_model(ov_model, "CPU", {
-                "INFERENCE_PRECISION_HINT": _INFERENCE_PRECISION[precision]})
+    quantized = {}
+    for suffix, (fuse, export_properties) in _VARIANTS.items():
+        if fuse not in quantized:
+            converted = openvino.convert(tf_model, ["logits"], fuse=fuse)
+            quantized[fuse] = converted, openvino.quantize(converted, calibration)
+        converted, int8_models[f"int8{suffix}"] = quantized[fuse]
+        for precision, export_precision in _PRECISIONS.items():
+            ov_model = int8_models[f"int8{suffix}"] if precision == "int8" else converted
+            properties = openvino.compile_properties(export_precision)
+            if not export_properties:
+                properties = {"INFERENCE_PRECISION_HINT": properties["INFERENCE_PRECISION_HINT"]}
+            compiled = core.compile_model(ov_model, "CPU", {**properties, **threads})
             name = f"{precision}{suffix}"
             ops[name] = _op_counts(ov_model, compiled)
             request = compiled.create_infer_request()
@@ -162,16 +185,18 @@ def main() -> None:
     print(json.dumps({"ops": ops, "max_abs_difference_to_tf": {
         name: float(np.abs(value - outputs["tf"]).max()) for name, value in outputs.items()}}),
         flush=True)
-    ms = milliseconds(calls, args.rounds, args.seconds)
+    ms, cpu = milliseconds(calls, args.rounds, args.seconds)
     print(json.dumps({
-        "model": args.model, "batch": args.batch, "seq": args.seq,
+        "model": args.model, "batch": args.batch, "seq": args.seq, "threads": args.threads,
         "real_tokens": int(features["input_mask"].sum()), "load_average_1min": os.getloadavg()[0],
         **{f"{name}_ms": [round(x) for x in values] for name, values in ms.items()},
         **{f"{name}_vs_tf": round(float(np.median(np.divide(ms["tf"], values))), 2)
-           for name, values in ms.items() if name != "tf"}}), flush=True)
-    for name, ov_model in int8_models.items():
-        compiled = core.compile_model(ov_model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                                       "PERF_COUNT": True})
+           for name, values in ms.items() if name != "tf"},
+        **{f"{name}_cpu": round(float(np.median(values)), 2) for name, values in cpu.items()}}),
+        flush=True)
+    for name in ("int8", "int8_unfused"):
+        compiled = core.compile_model(int8_models[name], "CPU", {
+            **openvino.compile_properties("int8"), "PERF_COUNT": True})
         print(json.dumps({f"{name}_counters": _counters(compiled, features)}), flush=True)
 
 

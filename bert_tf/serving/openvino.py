@@ -12,7 +12,8 @@ tokens are FullTokenizer's by construction: the same graph as the TensorFlow exp
     export_dir/
       saved_model.pb, variables/   prepare_serving_default, ..., finish (TensorFlow)
       model.xml, model.bin         the model (OpenVINO IR)
-      openvino.json                the precision, the signatures and the model's input/output names
+      openvino.json                the precision, the CPU plugin's compile properties, the
+                                   signatures and the model's input/output names
 
 A task's serving module gives (`TextModel`): `text_signatures()` ({signature: (input specs,
 prepare function)}), `model_outputs(features)` (the model: float32 outputs by name) and
@@ -46,6 +47,11 @@ PRECISIONS = ("float32", "bfloat16", "int8")
 # run in int8, the rest in float32 as calibrated and compared (a CPU with AMX would otherwise
 # pick bfloat16 for them).
 _INFERENCE_PRECISION = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
+# The CPU plugin's other properties. Its threads are not pinned to cores: a pinned thread waits
+# for its own core even when another is free, and each node's threads wait for the slowest at its
+# end, so on a machine that other processes share a call got a third of the CPU time
+# TensorFlow's got (docs/serving.md, "Where OpenVINO's float32 time went").
+_CPU_PROPERTIES = {"ENABLE_CPU_PINNING": False}
 FINISH = "finish"
 DEFAULT_CALIBRATION_EXAMPLES = 300
 DEFAULT_MAX_RELATIVE_LOSS = 0.01
@@ -345,11 +351,18 @@ def _model_inputs(item: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: item[name] for name in MODEL_INPUTS}
 
 
-def compile_model(ov_model, precision: str):
-    """The model compiled for this machine's CPU at the export's precision."""
+def compile_properties(precision: str) -> dict[str, str | bool]:
+    """The CPU plugin's properties an export at `precision` is compiled with (openvino.json's
+    `compile_properties`)."""
+    return {"INFERENCE_PRECISION_HINT": _INFERENCE_PRECISION[precision], **_CPU_PROPERTIES}
+
+
+def compile_model(ov_model, precision: str, properties: Mapping[str, str | bool] | None = None):
+    """The model compiled for this machine's CPU at the export's precision (with `properties`,
+    those: an export's manifest's)."""
     ov = require_openvino()
-    return ov.Core().compile_model(ov_model, "CPU", {
-        "INFERENCE_PRECISION_HINT": _INFERENCE_PRECISION[precision]})
+    return ov.Core().compile_model(ov_model, "CPU", dict(properties or
+                                                        compile_properties(precision)))
 
 
 def _numpy(values: Mapping[str, tf.Tensor]) -> dict[str, np.ndarray]:
@@ -477,6 +490,7 @@ def _write(export_dir: str, holder: tf.Module, split: _Split, ov_model, precisio
     signatures[FINISH] = split.finish
     manifest = {"runtime": "openvino", "precision": precision,
                 "inference_precision": _INFERENCE_PRECISION[precision],
+                "compile_properties": compile_properties(precision),
                 "openvino_version": ov.get_version(), "dev": dev,
                 "model_inputs": list(MODEL_INPUTS), "model_outputs": split.model_outputs,
                 "signatures": {key: {"prepare": f"prepare_{key}", "finish": FINISH}
@@ -514,7 +528,9 @@ class OpenVinoExport:
                                 np.uint8)
         ov_model = ov.Core().read_model(filesystem.read_text(filesystem.join(
             export_dir, "model.xml")), ov.Tensor(weights))
-        self._compiled = compile_model(ov_model, self.precision)
+        # An export written before openvino.json named them: today's for its precision.
+        self._compiled = compile_model(ov_model, self.precision,
+                                       self.manifest.get("compile_properties"))
         self.openvino_version = ov.get_version()
 
     def inference_precision(self) -> str:

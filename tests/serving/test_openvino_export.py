@@ -79,6 +79,9 @@ def test_int8_export_is_quantized_and_reports_dev_figures(exports):
     with open(os.path.join(exports["int8"], openvino.MANIFEST), encoding="utf-8") as f:
         manifest = json.load(f)
     assert manifest["precision"] == "int8" and manifest["inference_precision"] == "f32"
+    # What a process without bert_tf compiles the model with (threads not pinned to cores).
+    assert manifest["compile_properties"] == {"INFERENCE_PRECISION_HINT": "f32",
+                                              "ENABLE_CPU_PINNING": False}
     assert manifest["dev"]["metric"] == "accuracy" and manifest["dev"]["examples"] == 200
     assert manifest["dev"]["float32"] == 1.0 and manifest["dev"]["int8"] == 1.0
     assert manifest["dev"]["answers_unchanged"] == 1.0
@@ -156,6 +159,16 @@ def test_int8_min_answers_unchanged_returns_products_to_float32_until_they_agree
 
 def _has_fake_quantize(ov_model) -> bool:
     return any(op.get_type_name() == "FakeQuantize" for op in ov_model.get_ordered_ops())
+
+
+def test_models_compile_with_threads_not_pinned_to_cores():
+    ov = openvino.require_openvino()
+    x = ov.opset13.parameter([-1, 4], np.float32, name="x")
+    ov_model = ov.Model([ov.opset13.relu(x)], [x])
+    compiled = openvino.compile_model(ov_model, "bfloat16")
+    assert compiled.get_property("ENABLE_CPU_PINNING") is False
+    assert openvino.compile_model(ov_model, "int8", {"ENABLE_CPU_PINNING": True}).get_property(
+        "ENABLE_CPU_PINNING") is True  # an export's manifest's properties, as written
 
 
 def test_int8_answers_as_float32_on_the_test_sentences(exports, tmp_path):

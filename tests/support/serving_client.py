@@ -71,8 +71,8 @@ def _openvino_outputs(export_dir: str, text, signature: str, inputs: dict) -> di
 
     with open(os.path.join(export_dir, "openvino.json"), encoding="utf-8") as f:
         manifest = json.load(f)
-    model = openvino.Core().compile_model(os.path.join(export_dir, "model.xml"), "CPU", {
-        "INFERENCE_PRECISION_HINT": manifest["inference_precision"]})
+    model = openvino.Core().compile_model(os.path.join(export_dir, "model.xml"), "CPU",
+                                          manifest["compile_properties"])
     names = manifest["signatures"][signature]
     prepared = text.signatures[names["prepare"]](**inputs)
     result = model({name: prepared[name].numpy() for name in manifest["model_inputs"]})
