@@ -10,6 +10,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import pytest  # noqa: E402
 
 from bert_tf.model.config import BertConfig  # noqa: E402
+from support import collector  # noqa: E402
 
 # The fixtures several modules share (char_model, spm_model).
 pytest_plugins = ("support.fixtures",)
@@ -42,6 +43,7 @@ def pytest_collection_finish(session):
     (about a second each once the runs' leftovers make a million objects)."""
     gc.collect()
     gc.freeze()
+    collector.collect_less_often()
 
 
 def require_extra(module: str, extra: str):

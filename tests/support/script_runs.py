@@ -322,6 +322,9 @@ def _serve() -> None:
     # The children's full garbage collections need not walk what the imports made (it lives as
     # long as they do); untouched by the collector, those pages also stay shared after a fork.
     gc.freeze()
+    import collector  # noqa: PLC0415  (beside this program, its sys.path[0])
+
+    collector.collect_less_often()
     with tempfile.TemporaryDirectory() as scratch:
         server = _Server(scratch)
         sys.stdout = sys.stderr  # nothing but replies on the pipe
