@@ -12,9 +12,7 @@ The models are benchmarks/openvino_serving.py's: all-MiniLM-L6-v2 fine-tuned on
 the trained model through the script's own path (run_classifier / run_squad with
 --export_runtime=openvino --export_dtype=int8), the fields of `bert_tf.serving.openvino.
 Quantization` that a setting gives replacing the flags' (`ignore:<regex>|...`: the float nodes,
-as --int8_float_nodes; `answers_unchanged:<fraction>`: as --int8_min_answers_unchanged;
-`accuracy_control:<max relative drop>`: NNCF's accuracy control on the dev metric), or with
-another --int8_calibration_examples.
+as --int8_float_nodes), or with another --int8_calibration_examples.
 
 Prints the machine line (CPU model and ISA flags), then one JSON line per model and setting:
 the dev metric of float32 and int8, the relative change, the fraction of answers unchanged,
@@ -62,8 +60,6 @@ def _settings(names: str) -> dict[str, dict]:
             chosen[name] = {"ignored_patterns": tuple(name[len("ignore:"):].split("|"))}
         elif name.startswith("accuracy_control:"):  # accuracy_control:<max relative drop>
             chosen[name] = {"max_relative_drop": float(name.split(":")[1])}
-        elif name.startswith("answers_unchanged:"):  # as --int8_min_answers_unchanged
-            chosen[name] = {"min_answers_unchanged": float(name.split(":")[1])}
         else:
             chosen[name] = SETTINGS[name]
     return chosen
@@ -74,7 +70,8 @@ def _export_with(settings: dict, export: Callable) -> None:
     replaced by `settings`' fields."""
     fields = {k: v for k, v in settings.items() if k != "calibration_examples"}
     original = openvino.quantization
-    openvino.quantization = lambda *flags: dataclasses.replace(original(*flags), **fields)
+    openvino.quantization = lambda float_nodes: dataclasses.replace(original(float_nodes),
+                                                                    **fields)
     try:
         export(settings.get("calibration_examples", openvino.DEFAULT_CALIBRATION_EXAMPLES))
     finally:
@@ -150,8 +147,7 @@ def main() -> None:
     parser.add_argument("--models", default="minilm_finetuned,minilm_squad")
     parser.add_argument("--settings", default=",".join(SETTINGS),
                         help=f"of {', '.join(SETTINGS)}, ignore:<regex>|..., "
-                             "accuracy_control:<max relative drop>, "
-                             "answers_unchanged:<fraction>")
+                             "accuracy_control:<max relative drop>")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--batch_size", type=int, default=32, help="training batch")

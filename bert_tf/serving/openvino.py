@@ -69,7 +69,6 @@ class ExportOptions:
     export_runtime: str = "tensorflow"  # or openvino (this module)
     int8_calibration_examples: int = DEFAULT_CALIBRATION_EXAMPLES
     int8_float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES
-    int8_min_answers_unchanged: float | None = None
     export_max_relative_loss: float = DEFAULT_MAX_RELATIVE_LOSS
 
     def check_export(self, export_dir: str | None) -> None:
@@ -77,12 +76,11 @@ class ExportOptions:
         export): before any work (a distillation checks before its first stage, whose run
         does not export)."""
         check_export(self.export_dtype, self.export_runtime, bool(export_dir),
-                     self.int8_calibration_examples, self.int8_float_nodes,
-                     self.int8_min_answers_unchanged)
+                     self.int8_calibration_examples, self.int8_float_nodes)
 
     def quantization(self) -> "Quantization":
         """The int8 export's NNCF settings from these options (`quantization`)."""
-        return quantization(self.int8_float_nodes, self.int8_min_answers_unchanged)
+        return quantization(self.int8_float_nodes)
 
 
 class TextModel(Protocol):
@@ -153,11 +151,10 @@ def check_precision(precision: str, runtime: str) -> None:
 
 def check_export(precision: str, runtime: str, exporting: bool,
                  calibration_examples: int = DEFAULT_CALIBRATION_EXAMPLES,
-                 float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES,
-                 min_answers_unchanged: float | None = None) -> None:
+                 float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES) -> None:
     """Stops before any work when a script's export flags cannot be honoured: the precision
     and runtime (`check_precision`) and, for an OpenVINO export, the extra, the count of
-    calibration examples, the float nodes' patterns and the answers to keep."""
+    calibration examples and the float nodes' patterns."""
     check_precision(precision, runtime)
     if runtime == "tensorflow":
         export_dtypes.check_export_dtype(precision)
@@ -172,17 +169,11 @@ def check_export(precision: str, runtime: str, exporting: bool,
             except re.error as e:
                 raise UserError(f"--int8_float_nodes: {pattern!r} is not a regular expression "
                                 f"({e})") from None
-        if min_answers_unchanged is not None and not 0 < min_answers_unchanged <= 1:
-            raise UserError(f"--int8_min_answers_unchanged={min_answers_unchanged:g}: give a "
-                            "fraction of the dev answers, above 0 and at most 1 (e.g. 0.99)")
 
 
-def quantization(float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES,
-                 min_answers_unchanged: float | None = None) -> "Quantization":
-    """The int8 export's settings from the scripts' flags (--int8_float_nodes,
-    --int8_min_answers_unchanged)."""
-    return Quantization(ignored_patterns=tuple(float_nodes),
-                        min_answers_unchanged=min_answers_unchanged)
+def quantization(float_nodes: Sequence[str] = DEFAULT_FLOAT_NODES) -> "Quantization":
+    """The int8 export's settings from the scripts' flags (--int8_float_nodes)."""
+    return Quantization(ignored_patterns=tuple(float_nodes))
 
 
 def relative_loss(reference: float, candidate: float) -> float:
@@ -279,9 +270,6 @@ class Quantization:
       max_relative_drop: with a dev evaluation, NNCF's accuracy control: products are returned
         to float32, the most harmful first, until the dev metric loses at most this fraction
         of float32's; None: plain post-training quantization.
-      min_answers_unchanged: NNCF's accuracy control on the dev answers instead of the metric:
-        products are returned to float32 until at least this fraction of the dev answers are
-        float32's (it takes precedence over `max_relative_drop`).
     """
 
     smooth_quant_alpha: float = 0.95
@@ -289,12 +277,6 @@ class Quantization:
     preset: str = "mixed"
     ignored_patterns: tuple[str, ...] = ()
     max_relative_drop: float | None = None
-    min_answers_unchanged: float | None = None
-
-    @property
-    def controls_answers(self) -> bool:
-        """Whether the accuracy control scores the dev answers' agreement with float32."""
-        return self.min_answers_unchanged is not None
 
 
 def quantize(ov_model, calibration: Sequence[dict[str, np.ndarray]],
@@ -304,10 +286,9 @@ def quantize(ov_model, calibration: Sequence[dict[str, np.ndarray]],
     model type: activations per tensor, weights per channel, `settings`; the ones statistics
     from `calibration`, one item of model inputs each).
 
-    With `settings.max_relative_drop` or `settings.min_answers_unchanged`, `validate(compiled
-    model, items of validation)` -> (score, [[outputs] per item]) scores a candidate on
-    `validation` (items of model inputs and state) for NNCF's accuracy control: the dev metric,
-    or with `min_answers_unchanged` the fraction of dev answers that are float32's."""
+    With `settings.max_relative_drop`, `validate(compiled model, items of validation)` ->
+    (metric, [[outputs] per item]) scores a candidate on `validation` (items of model inputs
+    and state) for NNCF's accuracy control."""
     require_openvino()
     _check_float_nodes(ov_model, settings.ignored_patterns)
     import nncf  # noqa: PLC0415
@@ -324,16 +305,12 @@ def quantize(ov_model, calibration: Sequence[dict[str, np.ndarray]],
             smooth_quant_alphas=AdvancedSmoothQuantParameters(
                 matmul=settings.smooth_quant_alpha)))
     dataset = nncf.Dataset(list(calibration))
-    if settings.controls_answers:  # the answers' agreement: float32's own is 1
-        max_drop, drop_type = 1.0 - settings.min_answers_unchanged, nncf.DropType.ABSOLUTE
-    elif settings.max_relative_drop is not None:
-        max_drop, drop_type = settings.max_relative_drop, nncf.DropType.RELATIVE
-    else:
+    if settings.max_relative_drop is None:
         return nncf.quantize(ov_model, dataset, **common)
     common["advanced_quantization_parameters"] = common.pop("advanced_parameters")
     return nncf.quantize_with_accuracy_control(
         ov_model, dataset, nncf.Dataset(list(validation), _model_inputs), validate,
-        max_drop=max_drop, drop_type=drop_type, **common)
+        max_drop=settings.max_relative_drop, drop_type=nncf.DropType.RELATIVE, **common)
 
 
 def _check_float_nodes(ov_model, patterns: Sequence[str]) -> None:
@@ -450,8 +427,7 @@ def export(module: TextModel, export_dir: str, precision: str,
                  for batch in _prepared_batches(prepare, calibration, _BATCH)
                  for i in range(len(batch["input_ids"]))]
         ov_model = quantize(ov_model, items, quantization, dev,
-                            _validation(evaluation, reference, split, finish,
-                                        quantization.controls_answers))
+                            _validation(evaluation, reference, split, finish))
     compiled = compile_model(ov_model, precision)
     candidate = _run_prepared(dev, _compiled_call(compiled, split.model_outputs), finish)
     scores = evaluation.scores(reference, candidate)
@@ -466,10 +442,9 @@ def export(module: TextModel, export_dir: str, precision: str,
 
 
 def _validation(evaluation: Evaluation, reference: dict[str, np.ndarray], split: _Split,
-                finish: Callable, answers: bool) -> Callable:
+                finish: Callable) -> Callable:
     """NNCF's accuracy control's validation function: (a compiled candidate, the prepared dev
-    batches) -> (its dev metric, or with `answers` the fraction of its dev answers that are
-    float32's; each batch's model outputs, which NNCF ranks the products by)."""
+    batches) -> (its dev metric, each batch's model outputs, which NNCF ranks the products by)."""
     def validate(compiled, batches) -> tuple[float, list[list[np.ndarray]]]:
         call, outputs = _compiled_call(compiled, split.model_outputs), []
 
@@ -478,8 +453,6 @@ def _validation(evaluation: Evaluation, reference: dict[str, np.ndarray], split:
             outputs.append(list(result.values()))
             return result
         candidate = _run_prepared(list(batches), recorded, finish)
-        if answers:
-            return _same_rows(reference[evaluation.answer], candidate[evaluation.answer]), outputs
         return evaluation.scores(reference, candidate)[1], outputs
     return validate
 
@@ -568,8 +541,8 @@ class OpenVinoExport:
 
 
 def define_flags(flag_values=None) -> None:
-    """Defines --export_runtime, --int8_calibration_examples, --int8_float_nodes,
-    --int8_min_answers_unchanged and --export_max_relative_loss."""
+    """Defines --export_runtime, --int8_calibration_examples, --int8_float_nodes and
+    --export_max_relative_loss."""
     from absl import flags  # noqa: PLC0415
 
     flag_values = flag_values or flags.FLAGS
@@ -585,11 +558,6 @@ def define_flags(flag_values=None) -> None:
                       "Regular expressions of the OpenVINO model's node names whose products "
                       "the int8 export keeps in float32 (comma-separated; empty: every product "
                       "in int8; docs/serving.md).", flag_values=flag_values)
-    flags.DEFINE_float("int8_min_answers_unchanged", None,
-                       "With int8: NNCF's accuracy control returns the products that change the "
-                       "most dev answers to float32 until at least this fraction of the dev "
-                       "answers are float32's (e.g. 0.99; the export takes longer). Default: "
-                       "none, every product in int8 (docs/serving.md).", flag_values=flag_values)
     flags.DEFINE_float("export_max_relative_loss", DEFAULT_MAX_RELATIVE_LOSS,
                        "An OpenVINO export whose dev metric is lower than float32's by more than "
                        "this fraction of it is not written (0.01: 1%).", flag_values=flag_values)

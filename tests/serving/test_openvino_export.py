@@ -119,48 +119,6 @@ def test_int8_float_nodes_that_name_nothing_are_one_line():
         openvino.check_export("int8", "openvino", True, float_nodes=["layer_(0"])
 
 
-def test_int8_min_answers_unchanged_returns_products_to_float32_until_they_agree():
-    """--int8_min_answers_unchanged: NNCF's accuracy control scores each candidate by the share
-    of answers (argmax rows) that are float32's, and returns products to float32 until enough
-    are. Two logits a hair apart flip under int8; asking for all answers keeps the product in
-    float32, asking for a share the int8 model reaches keeps it int8."""
-    ov = openvino.require_openvino()
-    rows = np.random.default_rng(0).uniform(-1, 1, (64, 8)).astype(np.float32)
-    weights = np.random.default_rng(1).normal(size=(8, 2)).astype(np.float32)
-    weights[:, 1] = weights[:, 0] + np.float32(0.01) * weights[:, 1]  # nearly the same column
-    # The model's inputs by the encoder's names (the validation items are model inputs).
-    x, mask, segments = (ov.opset13.parameter([-1, 8], np.float32, name=name)
-                         for name in ("input_ids", "input_mask", "segment_ids"))
-    logits = ov.opset13.matmul(x, ov.opset13.constant(weights), False, False, name="layer_0/MatMul")
-    items = [{"input_ids": rows[i:i + 1], "input_mask": rows[i:i + 1],
-              "segment_ids": rows[i:i + 1]} for i in range(len(rows))]
-    float32 = np.argmax(rows @ weights, axis=-1)
-
-    def agreement(compiled, validation) -> tuple[float, list]:
-        outputs = [list(compiled(item).values()) for item in validation]
-        answers = np.array([np.argmax(out[0][0]) for out in outputs])
-        return float(np.mean(answers == float32)), outputs
-
-    def quantized(min_answers_unchanged: float | None):
-        ov_model = ov.Model([logits], [x, mask, segments])
-        return openvino.quantize(ov_model, items, openvino.quantization(
-            (), min_answers_unchanged), items, agreement)
-
-    plain = quantized(None)
-    unchanged = agreement(openvino.compile_model(plain, "int8"), items)[0]
-    assert unchanged < 1.0  # int8 flips some answers
-    assert _has_fake_quantize(plain)
-    assert not _has_fake_quantize(quantized(1.0))
-    assert _has_fake_quantize(quantized(unchanged - 0.01))
-    with pytest.raises(UserError, match=r"^--int8_min_answers_unchanged=1\.5: give a fraction of "
-                                        r"the dev answers, above 0 and at most 1 \(e\.g\. 0\.99\)$"):
-        openvino.check_export("int8", "openvino", True, min_answers_unchanged=1.5)
-
-
-def _has_fake_quantize(ov_model) -> bool:
-    return any(op.get_type_name() == "FakeQuantize" for op in ov_model.get_ordered_ops())
-
-
 def test_models_compile_with_threads_not_pinned_to_cores():
     ov = openvino.require_openvino()
     x = ov.opset13.parameter([-1, 4], np.float32, name="x")
