@@ -64,6 +64,7 @@ from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import machine_info  # noqa: E402
+from timing import examples_per_second  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("classifier_dir", None, "benchmarks/real_text.py --classification_dir output "
@@ -265,16 +266,7 @@ def _speed(work_dir: str) -> list[dict]:
         calls = {name: lambda serve=serve: {k: np.asarray(v) for k, v in
                                             serve(text_a=next(chunks)).items()}
                  for name, serve in signatures.items()}
-        for call in calls.values():
-            call()
-        rates = {name: [] for name in calls}
-        for _ in range(FLAGS.repeats):
-            for name, call in calls.items():
-                count, start = 0, time.perf_counter()
-                while count < 3 or time.perf_counter() - start < FLAGS.min_seconds:
-                    call()
-                    count += 1
-                rates[name].append(count * batch / (time.perf_counter() - start))
+        rates = examples_per_second(calls, batch, FLAGS.repeats, FLAGS.min_seconds)
         for name in calls:
             line = {"figures": "speed", "shape": name, "batch": batch,
                     "examples_per_second": round(statistics.median(rates[name]), 1),

@@ -38,7 +38,8 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from finetune_vs_transformers import DEMO, MODEL_DIR, bert_tf_run, read_tsv  # noqa: E402
 from machine import machine_info  # noqa: E402
-from openvino_serving import _rates, squad_run  # noqa: E402
+from openvino_serving import squad_run  # noqa: E402
+from timing import examples_per_second  # noqa: E402
 
 from bert_tf.serving import openvino, predict  # noqa: E402
 
@@ -86,7 +87,7 @@ def _speed(tensorflow_dir: str, int8_dir: str, inputs: list[dict[str, str]], arg
     tensors = {name: tf.constant([example[name] for example in chunk]) for name in chunk[0]}
     calls = {name: (lambda s=predict.load_signature(d, "serving_default")[1]: s(**tensors))
              for name, d in (("tensorflow", tensorflow_dir), ("int8", int8_dir))}
-    rates = _rates(calls, len(chunk), args.repeats, args.min_seconds)
+    rates = examples_per_second(calls, len(chunk), args.repeats, args.min_seconds)
     return round(float(np.median(np.divide(rates["int8"], rates["tensorflow"]))), 2)
 
 

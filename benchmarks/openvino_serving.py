@@ -48,25 +48,11 @@ import tensorflow as tf
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from finetune_vs_transformers import DEMO, MODEL_DIR, bert_tf_run, read_tsv  # noqa: E402
 from machine import machine_info  # noqa: E402
+from timing import examples_per_second  # noqa: E402
 
 from bert_tf.serving import openvino, predict  # noqa: E402
 
 PRECISIONS = ("int8", "bfloat16", "float32")
-
-
-def _rates(calls: dict, examples: int, repeats: int, seconds: float) -> dict[str, list[float]]:
-    """Examples/s of each call in each round, the calls alternating (one warm-up call first)."""
-    for call in calls.values():
-        call()
-    rates = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            count, start = 0, time.perf_counter()
-            while count < 2 or time.perf_counter() - start < seconds:
-                call()
-                count += 1
-            rates[name].append(count * examples / (time.perf_counter() - start))
-    return rates
 
 
 def text_kinds(sentences: list[str]) -> dict[str, list[dict[str, str]]]:
@@ -86,7 +72,7 @@ def measure(model_name: str, exports: dict[str, str], kinds: dict[str, list[dict
         chunk = kinds[kind][:batch]
         inputs = {name: tf.constant([example[name] for example in chunk]) for name in chunk[0]}
         calls = {name: (lambda s=serve: s(**inputs)) for name, serve in signatures.items()}
-        rates = _rates(calls, batch, args.repeats, args.min_seconds)
+        rates = examples_per_second(calls, batch, args.repeats, args.min_seconds)
         row = {"model": model_name, "batch": batch, "texts": kind,
                **{f"{name}_median": round(float(np.median(r)), 2) for name, r in rates.items()}}
         for name in rates:
