@@ -126,9 +126,7 @@ def export_multiple_choice(model: keras.Model, options, num_choices: int) -> str
 
 def export_multiple_choice_openvino(model: keras.Model, options, num_choices: int,
                                     calibration: Sequence[Mapping[str, str]],
-                                    evaluation: openvino.Evaluation,
-                                    quantization: openvino.Quantization = openvino.Quantization()
-                                    ) -> str:
+                                    evaluation: openvino.Evaluation) -> str:
     """Writes the OpenVINO export (`bert_tf.serving.openvino`) of `export_multiple_choice`'s
     signatures to `options.export_dir`: the model (one choice per row) on OpenVINO in
     `options.export_dtype`, compared with float32 on `evaluation` and refused past
@@ -136,15 +134,16 @@ def export_multiple_choice_openvino(model: keras.Model, options, num_choices: in
 
     Args:
       model: the float32 `MultipleChoiceModel` (weights restored).
-      options: the run's options (export_dir, export_dtype, the tokenizer's files, ...).
+      options: the run's options (export_dir, export_dtype, the int8 settings, the
+        tokenizer's files, ...).
       num_choices: N, as `export_multiple_choice`'s.
       calibration: int8: training questions as `serving_default`'s inputs (each gives N rows).
       evaluation: the dev questions and their accuracy.
-      quantization: int8: NNCF's settings (`ExportOptions.quantization`: the int8 flags).
 
     Returns:
       export_dir.
     """
     return openvino.export(_serving(model, options, num_choices), options.export_dir,
                            options.export_dtype, calibration, evaluation,
-                           options.export_max_relative_loss, quantization=quantization)
+                           options.export_max_relative_loss,
+                           quantization=options.quantization())

@@ -252,7 +252,7 @@ def _export(options: MultipleChoiceOptions, task: MultipleChoiceTask,
     evaluation = dev_evaluation(options.path(options.dev_file))
     return export.export_multiple_choice_openvino(
         training.load_model(task, run_config, checkpoint=checkpoint), options, num_choices,
-        calibration, evaluation, options.quantization())
+        calibration, evaluation)
 
 
 def _serving_inputs(example: data.Example) -> dict[str, str]:
